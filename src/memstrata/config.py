@@ -1,0 +1,219 @@
+"""The home folder and ``config.toml``: documented keys, defaults, environment overrides.
+
+Resolution order for every key, last wins:
+
+1. the defaults in :data:`DEFAULTS` (each documented in ``docs/configuration.md``);
+2. ``$MEMSTRATA_HOME/config.toml``;
+3. environment variables ``MEMSTRATA_<SECTION>__<KEY>`` (double underscore between
+   section and key), e.g. ``MEMSTRATA_MEMORY__MEMORY_CHAR_LIMIT=4000``.
+
+Values are cast to the type of their default, so ``memory_char_limit = "3000"`` becomes
+the integer 3000 (Hermes 0.19 kept it a string and compared strings to integers).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memstrata.errors import ConfigError, HomeError
+
+HOME_ENV = "MEMSTRATA_HOME"
+ENV_PREFIX = "MEMSTRATA_"
+CONFIG_FILENAME = "config.toml"
+
+# Every key a user can set. The comments are the documentation's source of truth.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "memory": {
+        # Character budget of MEMORY.md (the agent's notes). Characters, not tokens,
+        # because a character count does not depend on the model's tokenizer.
+        "memory_char_limit": 2200,
+        # Character budget of USER.md (the user profile).
+        "user_char_limit": 1375,
+        # Inject MEMORY.md / USER.md into the system prompt snapshot.
+        "memory_enabled": True,
+        "user_profile_enabled": True,
+        # Stage memory-tool writes for approval (`memstrata memory pending|approve|reject`).
+        "write_approval": False,
+        # Failed consolidation attempts allowed per turn before the tool tells the model to stop.
+        "max_consolidation_failures": 3,
+        # Seconds to wait for the memory file lock before giving up.
+        "lock_timeout": 10.0,
+        # External memory provider by name ("" = none; see `memstrata plugins list`).
+        "provider": "",
+    },
+    "store": {
+        # SQLite durability: "normal" (WAL + synchronous=NORMAL: never corrupts, survives any
+        # process crash; an OS crash or power cut may lose the last commits) or "full".
+        "durability": "normal",
+        # Milliseconds a writer waits for another writer before retrying.
+        "busy_timeout_ms": 5000,
+    },
+    "search": {
+        # Sessions returned by session_search (max 5).
+        "limit": 3,
+        # Summaries generated at once by the summary model (max 5).
+        "max_concurrency": 3,
+        # Seconds allowed for all summaries of one search together.
+        "summary_timeout": 90.0,
+    },
+    "compression": {
+        "enabled": True,
+        # Share of the context window at which compression starts.
+        "threshold": 0.75,
+        # Messages protected at the head on the first compaction.
+        "protect_first_n": 3,
+        # Messages protected at the tail (token-budgeted, the last user message always kept).
+        "protect_last_n": 6,
+        # Keep one session id and archive old rows instead of splitting the session.
+        "in_place": False,
+    },
+    "llm": {
+        # OpenAI-compatible endpoint; OPENAI_BASE_URL / OPENAI_API_KEY / MEMSTRATA_MODEL also work.
+        "base_url": "",
+        "api_key": "",
+        "model": "",
+        # Per-task models; "" falls back to `model`.
+        "summary_model": "",
+        "compression_model": "",
+        "curator_model": "",
+        "timeout": 60.0,
+        "max_retries": 2,
+    },
+}
+
+
+def memstrata_home() -> Path:
+    """Return the home folder: ``$MEMSTRATA_HOME`` or ``~/.memstrata`` (not created)."""
+    raw = os.environ.get(HOME_ENV, "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".memstrata"
+
+
+def ensure_home(home: Path | None = None) -> Path:
+    """Create the home folder (mode 0700) if needed and return it."""
+    path = home if home is not None else memstrata_home()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HomeError(
+            f"Cannot create the memstrata home folder {path}: {exc.strerror or exc}. "
+            f"Set {HOME_ENV} to a writable folder."
+        ) from exc
+    if not path.is_dir():
+        raise HomeError(f"{path} exists but is not a folder. Set {HOME_ENV} to a folder.")
+    return path
+
+
+def _cast(section: str, key: str, value: Any, default: Any, origin: str) -> Any:
+    """Cast ``value`` to the type of ``default``; raise ConfigError naming the key."""
+    name = f"{section}.{key}"
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(value)
+        if isinstance(default, int):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(str(value).strip()) if isinstance(value, str) else int(value)
+        if isinstance(default, float):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if isinstance(default, str):
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                raise ValueError(value)
+            return str(value)
+    except (TypeError, ValueError):
+        kind = type(default).__name__
+        raise ConfigError(
+            f"{name} = {value!r} (from {origin}) is not a valid {kind}. "
+            f"Fix it with `memstrata config set {name} <{kind}>`; the default is {default!r}."
+        ) from None
+    return value
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved configuration: defaults, then config.toml, then the environment."""
+
+    home: Path
+    values: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def load(cls, home: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+        """Read ``config.toml`` from ``home`` (default: :func:`memstrata_home`)."""
+        home = home if home is not None else memstrata_home()
+        env = os.environ if environ is None else environ
+        values = copy.deepcopy(DEFAULTS)
+        path = home / CONFIG_FILENAME
+        if path.exists():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise ConfigError(
+                    f"Cannot read {path}: {exc}. Fix the file or move it aside; "
+                    "`memstrata config show` prints the values in effect."
+                ) from exc
+            for section, table in data.items():
+                if section not in DEFAULTS:
+                    raise ConfigError(
+                        f"{path}: unknown section [{section}]. "
+                        f"Known sections: {', '.join(sorted(DEFAULTS))}."
+                    )
+                if not isinstance(table, dict):
+                    raise ConfigError(f"{path}: [{section}] must be a table.")
+                for key, value in table.items():
+                    if key not in DEFAULTS[section]:
+                        raise ConfigError(
+                            f"{path}: unknown key {section}.{key}. "
+                            f"Known keys: {', '.join(sorted(DEFAULTS[section]))}."
+                        )
+                    values[section][key] = _cast(
+                        section, key, value, DEFAULTS[section][key], str(path)
+                    )
+        for section, table in DEFAULTS.items():
+            for key, default in table.items():
+                var = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+                if var in env:
+                    values[section][key] = _cast(section, key, env[var], default, var)
+        return cls(home=home, values=values)
+
+    def get(self, dotted: str) -> Any:
+        """Return a value by ``section.key``."""
+        section, _, key = dotted.partition(".")
+        try:
+            return self.values[section][key]
+        except KeyError:
+            raise ConfigError(
+                f"Unknown config key {dotted!r}. See `memstrata config show` for the keys."
+            ) from None
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        """Return one section as a read-only mapping."""
+        try:
+            return self.values[name]
+        except KeyError:
+            raise ConfigError(f"Unknown config section {name!r}.") from None
+
+
+def parse_assignment(dotted: str, raw: str) -> tuple[str, str, Any]:
+    """Validate ``section.key`` and cast ``raw`` for `memstrata config set`."""
+    section, _, key = dotted.partition(".")
+    if section not in DEFAULTS or key not in DEFAULTS[section]:
+        raise ConfigError(
+            f"Unknown config key {dotted!r}. See `memstrata config show` for the keys."
+        )
+    return section, key, _cast(section, key, raw, DEFAULTS[section][key], "the command line")

@@ -1,0 +1,164 @@
+"""The one place that writes files and takes file locks.
+
+``atomic_write`` writes a temp file in the same folder, flushes and fsyncs it, then
+``os.replace``s it over the target and fsyncs the folder, so a reader sees either the old
+bytes or the new ones and a crash at any moment leaves one of the two. A symlinked target
+keeps its link: the real file behind it is replaced.
+
+``file_lock`` is an exclusive advisory lock on a separate ``.lock`` file (flock on POSIX,
+msvcrt on Windows, through ``filelock``). The lock file is 0600, refused if it is a
+symlink, and never unlinked: unlinking a lock file while another process waits on the old
+inode lets two holders in at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import filelock
+
+from memstrata.errors import AtomicWriteError, LockTimeoutError, StorageError, UnreadableFileError
+
+TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
+
+
+def real_path(path: Path) -> Path:
+    """Follow a symlink chain so writes replace the real file and keep the link."""
+    return path.resolve() if path.is_symlink() else path
+
+
+def _fix_for(exc: OSError, path: Path) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "The disk is full: free some space and retry."
+    if exc.errno == errno.EDQUOT:
+        return "The disk quota is exhausted: free some space and retry."
+    if exc.errno in (errno.EROFS,):
+        return f"{path.parent} is on a read-only file system: point MEMSTRATA_HOME elsewhere."
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"Permission denied: make {path.parent} writable by this user."
+    return "Check that the folder exists and is writable, then retry."
+
+
+def _fsync_dir(folder: Path) -> None:
+    # A rename is durable only once its folder entry is; Windows has no folder fsync.
+    if os.name != "posix":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: str | bytes, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` atomically and durably.
+
+    Raises :class:`AtomicWriteError` (previous content intact, temp file removed) on any
+    failure, with the fix in the message (disk full, read-only, permission denied).
+    """
+    target = real_path(Path(path))
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    tmp_name: str | None = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(
+            dir=target.parent, prefix=_temp_prefix(target), suffix=TEMP_SUFFIX
+        )
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, target)
+        tmp_name = None
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        raise AtomicWriteError(
+            f"Failed to write {target}: {exc.strerror or exc}. {_fix_for(exc, target)}"
+        ) from exc
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+
+
+def remove_stale_temps(path: Path) -> int:
+    """Delete temp files left by writers that died mid-write; return how many.
+
+    Call it only while holding the file's lock: then no live writer owns a temp file.
+    """
+    target = real_path(Path(path))
+    removed = 0
+    prefix = _temp_prefix(target)
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return 0
+    for name in names:
+        if name.startswith(prefix) and name.endswith(TEMP_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target.parent / name)
+                removed += 1
+    return removed
+
+
+def read_text(path: Path) -> str | None:
+    """Return the file's text, ``None`` if it does not exist.
+
+    Raises :class:`UnreadableFileError` when it exists but cannot be read or is not
+    UTF-8, so callers refuse to work on it instead of overwriting it as if it were empty.
+    A leading byte-order mark is dropped.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnreadableFileError(
+            f"{path} exists but could not be read ({exc.strerror or exc}). It was left "
+            f"untouched: fix its permissions (chmod 600 {path}) and retry."
+        ) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFileError(
+            f"{path} is not valid UTF-8 (byte {exc.start}). It was left untouched: "
+            "re-save it as UTF-8 or move it aside, then retry."
+        ) from exc
+    return text.removeprefix("\ufeff")
+
+
+@contextlib.contextmanager
+def file_lock(lock_path: Path, *, timeout: float = 10.0) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (created 0600) for the ``with`` block."""
+    lock_path = Path(lock_path)
+    if lock_path.is_symlink():
+        raise StorageError(
+            f"Refusing to lock through a symlink: {lock_path}. Remove the link and retry."
+        )
+    lock = filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600, preserve_lock_file=True)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise LockTimeoutError(
+            f"Timed out after {timeout:g}s waiting for {lock_path}. Another memstrata "
+            "process is writing; retry, or raise memory.lock_timeout. A lock held by a "
+            "process that died is released automatically."
+        ) from None
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot create the lock file {lock_path}: {exc.strerror or exc}. "
+            f"{_fix_for(exc, lock_path)}"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,207 @@
+"""Numbered schema migrations for the SQLite session store.
+
+Each migration is a function registered in order; :func:`migrate` applies the missing
+ones when a store opens, each together with its row in ``_migrations`` in one
+transaction. A shipped migration is never edited: a change is a new migration.
+
+Table and column names follow Hermes' ``state.db`` where Hermes has them, so code and
+queries written against Hermes port with little change.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+from memstrata.cjk import cjk_terms
+from memstrata.errors import SchemaError
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+# The indexed text of a message is its content, its tool name and its tool-call
+# arguments: agent systems hide much of their signal in tool arguments.
+INDEXED_COLUMNS = ("content", "tool_name", "tool_calls")
+CJK_FUNCTION = "memstrata_cjk_terms"
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration, named after the function."""
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """Register the SQL functions the index triggers call; needed on every connection."""
+    conn.create_function(CJK_FUNCTION, 3, cjk_terms, deterministic=True)
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    _run_script(
+        conn,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            source TEXT NOT NULL DEFAULT 'cli',
+            user_id TEXT,
+            model TEXT,
+            model_config TEXT,
+            system_prompt TEXT,
+            -- Children are orphaned, never deleted, when a parent goes; lineage_kind records
+            -- why a child exists ('compression', 'branch', 'delegate', 'reset') when it is
+            -- created, so lineage is read, not guessed from timestamps.
+            parent_session_id TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+            lineage_kind TEXT,
+            started_at REAL NOT NULL,
+            ended_at REAL,
+            end_reason TEXT,
+            message_count INTEGER NOT NULL DEFAULT 0,
+            tool_call_count INTEGER NOT NULL DEFAULT 0,
+            api_call_count INTEGER NOT NULL DEFAULT 0,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+            reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+            estimated_cost_usd REAL,
+            title TEXT,
+            archived INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE UNIQUE INDEX idx_sessions_title_unique ON sessions(title)
+            WHERE title IS NOT NULL;
+        CREATE INDEX idx_sessions_parent ON sessions(parent_session_id);
+        CREATE INDEX idx_sessions_started ON sessions(started_at DESC);
+        CREATE INDEX idx_sessions_source ON sessions(source, started_at DESC);
+
+        -- id is an INTEGER PRIMARY KEY, i.e. the rowid itself: the external-content FTS
+        -- tables below are keyed by rowid, and only an aliased rowid is stable across VACUUM.
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            role TEXT NOT NULL,
+            content TEXT,
+            tool_call_id TEXT,
+            tool_calls TEXT,
+            tool_name TEXT,
+            timestamp REAL NOT NULL,
+            token_count INTEGER,
+            finish_reason TEXT,
+            reasoning TEXT,
+            api_content TEXT,
+            active INTEGER NOT NULL DEFAULT 1,
+            compacted INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX idx_messages_session ON messages(session_id, id);
+        CREATE INDEX idx_messages_timestamp ON messages(timestamp);
+
+        CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT);
+
+        -- Word index (unicode61). External content: the text lives once, in messages.
+        CREATE VIRTUAL TABLE messages_fts USING fts5(
+            content, tool_name, tool_calls,
+            content='messages', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        );
+        -- Substring index (trigram): identifiers, paths, partial words, CJK of 3+ chars.
+        CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(
+            content, tool_name, tool_calls,
+            content='messages', content_rowid='id',
+            tokenize='trigram'
+        );
+        -- CJK bigram index, contentless: its text is derived by memstrata_cjk_terms, a
+        -- deterministic function, so a delete can hand back exactly the inserted tokens.
+        -- Rows without CJK are never inserted (nor deleted), keeping its statistics exact.
+        CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(
+            terms, content='', tokenize='unicode61 remove_diacritics 0'
+        );
+        """,
+    )
+    _create_index_triggers(conn)
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT the migration's transaction first; run one by one.
+    # Statements end with ";" at the end of a line; "--" comment lines are dropped.
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    for statement in "\n".join(lines).split(";\n"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _create_index_triggers(conn: sqlite3.Connection) -> None:
+    cols = ", ".join(INDEXED_COLUMNS)
+    new = ", ".join(f"new.{c}" for c in INDEXED_COLUMNS)
+    old = ", ".join(f"old.{c}" for c in INDEXED_COLUMNS)
+    statements = []
+    for table in ("messages_fts", "messages_fts_trigram"):
+        ins = f"INSERT INTO {table}(rowid, {cols}) VALUES (new.id, {new});"
+        dele = f"INSERT INTO {table}({table}, rowid, {cols}) VALUES ('delete', old.id, {old});"
+        statements += [
+            f"CREATE TRIGGER {table}_ai AFTER INSERT ON messages BEGIN {ins} END;",
+            f"CREATE TRIGGER {table}_ad AFTER DELETE ON messages BEGIN {dele} END;",
+            f"CREATE TRIGGER {table}_au AFTER UPDATE OF {cols} ON messages BEGIN {dele} {ins} END;",
+        ]
+    cjk_new = f"{CJK_FUNCTION}({new})"
+    cjk_old = f"{CJK_FUNCTION}({old})"
+    cjk_ins = (
+        f"INSERT INTO messages_fts_cjk(rowid, terms) SELECT new.id, {cjk_new} "
+        f"WHERE {cjk_new} IS NOT NULL;"
+    )
+    cjk_del = (
+        "INSERT INTO messages_fts_cjk(messages_fts_cjk, rowid, terms) "
+        f"SELECT 'delete', old.id, {cjk_old} WHERE {cjk_old} IS NOT NULL;"
+    )
+    statements += [
+        f"CREATE TRIGGER messages_fts_cjk_ai AFTER INSERT ON messages BEGIN {cjk_ins} END;",
+        f"CREATE TRIGGER messages_fts_cjk_ad AFTER DELETE ON messages BEGIN {cjk_del} END;",
+        f"CREATE TRIGGER messages_fts_cjk_au AFTER UPDATE OF {cols} ON messages "
+        f"BEGIN {cjk_del} {cjk_ins} END;",
+    ]
+    for sql in statements:
+        conn.execute(sql)
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations already applied, in order."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations ("
+        "id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at REAL NOT NULL)"
+    )
+    return [row[0] for row in conn.execute("SELECT name FROM _migrations ORDER BY id")]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every missing migration; return the names applied now.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). Each migration runs in
+    ``BEGIN IMMEDIATE`` so two processes opening a new store at once cannot both apply it:
+    the second re-reads the table under the write lock and skips what is done.
+    """
+    known = [name for name, _ in MIGRATIONS]
+    done_now: list[str] = []
+    for name, fn in MIGRATIONS:
+        if name in applied(conn):
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if name in applied(conn):
+                conn.execute("ROLLBACK")
+                continue
+            fn(conn)
+            conn.execute(
+                "INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (name, time.time())
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        done_now.append(name)
+    unknown = [name for name in applied(conn) if name not in known]
+    if unknown:
+        raise SchemaError(
+            f"This database was upgraded by a newer memstrata (migrations {unknown}). "
+            "Upgrade memstrata: pip install -U memstrata."
+        )
+    return done_now

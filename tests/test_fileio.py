@@ -1,0 +1,96 @@
+"""The single file-write helper and the lock helper."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from memstrata import fileio
+from memstrata.errors import AtomicWriteError, StorageError, UnreadableFileError
+
+
+def test_atomic_write_creates_0600(tmp_path: Path) -> None:
+    """A written file holds the bytes and is private to the user."""
+    target = tmp_path / "MEMORY.md"
+    fileio.atomic_write(target, "héllo")
+    assert target.read_text(encoding="utf-8") == "héllo"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_atomic_write_keeps_symlink(tmp_path: Path) -> None:
+    """Writing through a symlink replaces the real file and keeps the link."""
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    fileio.atomic_write(link, "new")
+    assert link.is_symlink()
+    assert real.read_text() == "new"
+
+
+def test_failed_write_leaves_old_content_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC during fsync keeps the old bytes, removes the temp file and names the fix."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    target = folder / "f.md"
+    target.write_text("old")
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", no_space)
+    with pytest.raises(AtomicWriteError, match="disk is full"):
+        fileio.atomic_write(target, "new")
+    assert target.read_text() == "old"
+    assert os.listdir(folder) == ["f.md"]
+
+
+def test_remove_stale_temps(tmp_path: Path) -> None:
+    """Temp files left by a dead writer are removed; other files are not."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    target = folder / "f.md"
+    (folder / ".f.md.abc.tmp").write_text("partial")
+    (folder / "other.tmp").write_text("keep")
+    assert fileio.remove_stale_temps(target) == 1
+    assert sorted(os.listdir(folder)) == ["other.tmp"]
+
+
+def test_read_text_refuses_undecodable(tmp_path: Path) -> None:
+    """A file that is not UTF-8 is refused, never read as empty."""
+    target = tmp_path / "f.md"
+    target.write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(UnreadableFileError, match="not valid UTF-8"):
+        fileio.read_text(target)
+
+
+def test_read_text_strips_bom_and_missing_is_none(tmp_path: Path) -> None:
+    """A BOM is dropped; a missing file reads as None."""
+    target = tmp_path / "f.md"
+    assert fileio.read_text(target) is None
+    target.write_bytes("\ufeffentry".encode())
+    assert fileio.read_text(target) == "entry"
+
+
+def test_lock_file_is_0600_and_kept(tmp_path: Path) -> None:
+    """The lock file is private and stays after release (unlinking it races)."""
+    lock = tmp_path / "f.md.lock"
+    with fileio.file_lock(lock):
+        pass
+    assert lock.exists()
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_lock_refuses_symlink(tmp_path: Path) -> None:
+    """A lock path that is a symlink is refused."""
+    (tmp_path / "elsewhere").write_text("")
+    lock = tmp_path / "f.md.lock"
+    lock.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StorageError, match="symlink"), fileio.file_lock(lock):
+        pass
