@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memstrata import fileio
-from memstrata.errors import AtomicWriteError, StorageError, UnreadableFileError
+from memstrata.errors import (
+    AtomicWriteError,
+    LockTimeoutError,
+    StorageError,
+    UnreadableFileError,
+)
 
 
 def test_atomic_write_creates_0600(tmp_path: Path) -> None:
@@ -93,4 +101,46 @@ def test_lock_refuses_symlink(tmp_path: Path) -> None:
     lock = tmp_path / "f.md.lock"
     lock.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(StorageError, match="symlink"), fileio.file_lock(lock):
+        pass
+
+
+def _hold_lock_in_subprocess(lock: Path) -> subprocess.Popen[str]:
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from memstrata.fileio import file_lock\n"
+        "with file_lock(Path(sys.argv[1])):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_lock_times_out_while_another_process_holds_it(tmp_path: Path) -> None:
+    """A lock held by a live process makes a waiter time out with a clear error."""
+    lock = tmp_path / "f.md.lock"
+    holder = _hold_lock_in_subprocess(lock)
+    try:
+        with (
+            pytest.raises(LockTimeoutError, match="Timed out"),
+            fileio.file_lock(lock, timeout=0.2),
+        ):
+            pass
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
+    """A lock whose holder was SIGKILLed is free at once: no stale lock to clean."""
+    lock = tmp_path / "f.md.lock"
+    holder = _hold_lock_in_subprocess(lock)
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate()
+    with fileio.file_lock(lock, timeout=5):
         pass

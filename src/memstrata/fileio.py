@@ -5,10 +5,15 @@
 bytes or the new ones and a crash at any moment leaves one of the two. A symlinked target
 keeps its link: the real file behind it is replaced.
 
-``file_lock`` is an exclusive advisory lock on a separate ``.lock`` file (flock on POSIX,
-msvcrt on Windows, through ``filelock``). The lock file is 0600, refused if it is a
-symlink, and never unlinked: unlinking a lock file while another process waits on the old
-inode lets two holders in at once.
+``file_lock`` is an exclusive advisory lock on a separate ``.lock`` file. The lock file is
+0600, refused if it is a symlink, and never unlinked: unlinking a lock file while another
+process waits on the old inode lets two holders in at once. The kernel drops the lock when
+its holder dies, so a crashed process never leaves memory locked.
+
+On POSIX the lock is ``fcntl.flock`` called directly: ``filelock`` 4 spends about 0.5 ms per
+uncontended acquire (fork tracking, a singleton registry, a file read), a quarter of a whole
+memory write, against 0.01 ms for the system call. Windows, which has no flock, uses
+``filelock`` (msvcrt).
 """
 
 from __future__ import annotations
@@ -17,10 +22,9 @@ import contextlib
 import errno
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
-
-import filelock
 
 from memstrata.errors import AtomicWriteError, LockTimeoutError, StorageError, UnreadableFileError
 
@@ -136,28 +140,74 @@ def read_text(path: Path) -> str | None:
     return text.removeprefix("\ufeff")
 
 
+def _lock_timeout_error(lock_path: Path, timeout: float) -> LockTimeoutError:
+    return LockTimeoutError(
+        f"Timed out after {timeout:g}s waiting for {lock_path}. Another memstrata "
+        "process is writing; retry, or raise memory.lock_timeout. A lock held by a "
+        "process that died is released automatically."
+    )
+
+
+def _lock_open_error(lock_path: Path, exc: OSError) -> StorageError:
+    if exc.errno == errno.ELOOP:
+        return StorageError(
+            f"Refusing to lock through a symlink: {lock_path}. Remove the link and retry."
+        )
+    return StorageError(
+        f"Cannot create the lock file {lock_path}: {exc.strerror or exc}. "
+        f"{_fix_for(exc, lock_path)}"
+    )
+
+
 @contextlib.contextmanager
 def file_lock(lock_path: Path, *, timeout: float = 10.0) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_path`` (created 0600) for the ``with`` block."""
     lock_path = Path(lock_path)
     if lock_path.is_symlink():
-        raise StorageError(
-            f"Refusing to lock through a symlink: {lock_path}. Remove the link and retry."
-        )
-    lock = filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600, preserve_lock_file=True)
+        raise _lock_open_error(lock_path, OSError(errno.ELOOP, "symlink"))
+    if os.name != "posix":  # pragma: no cover - exercised on Windows only
+        with _filelock(lock_path, timeout):
+            yield
+        return
+    import fcntl
+
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(lock_path, flags, 0o600)
+    except OSError as exc:
+        raise _lock_open_error(lock_path, exc) from exc
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise _lock_timeout_error(lock_path, timeout) from None
+                # Back off from 1 ms to 50 ms: short waits stay short, long ones stay cheap.
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _filelock(lock_path: Path, timeout: float) -> Iterator[None]:  # pragma: no cover
+    import filelock
+
+    lock = filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600)
     try:
         lock.acquire()
     except filelock.Timeout:
-        raise LockTimeoutError(
-            f"Timed out after {timeout:g}s waiting for {lock_path}. Another memstrata "
-            "process is writing; retry, or raise memory.lock_timeout. A lock held by a "
-            "process that died is released automatically."
-        ) from None
+        raise _lock_timeout_error(lock_path, timeout) from None
     except OSError as exc:
-        raise StorageError(
-            f"Cannot create the lock file {lock_path}: {exc.strerror or exc}. "
-            f"{_fix_for(exc, lock_path)}"
-        ) from exc
+        raise _lock_open_error(lock_path, exc) from exc
     try:
         yield
     finally:
