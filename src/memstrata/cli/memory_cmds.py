@@ -1,0 +1,387 @@
+"""``memstrata memory``: read and edit curated memory, review staged writes.
+
+Writes made here are the user's own: they go straight to the files and are never staged,
+even with ``memory.write_approval`` on (that setting gates the model's tool calls).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import click
+
+from memstrata.approval import PendingWrite, PendingWrites
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.config import Config, memstrata_home
+from memstrata.errors import CuratedMemoryError, MemstrataError
+from memstrata.fileio import atomic_write, file_lock
+from memstrata.memory import FileMemory, Target, WriteResult
+from memstrata.memory_tool import MemoryTool
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+TARGETS: tuple[Target, ...] = ("memory", "user")
+TARGET_TITLES: dict[Target, str] = {
+    "memory": "MEMORY.md — agent notes",
+    "user": "USER.md — user profile",
+}
+
+target_option = click.option(
+    "--target",
+    "-t",
+    type=click.Choice(TARGETS),
+    default="memory",
+    show_default=True,
+    help="Which file: memory (agent notes) or user (user profile).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _all_targets_option(help: str) -> Callable[[FC], FC]:
+    return click.option(
+        "--target",
+        "-t",
+        type=click.Choice(["all", *TARGETS]),
+        default="all",
+        show_default=True,
+        help=help,
+    )
+
+
+def _error_text(exc: MemstrataError) -> str:
+    """The message, plus the numbered entries a refused write carries."""
+    text = str(exc)
+    if isinstance(exc, CuratedMemoryError):
+        entries = exc.details.get("current_entries")
+        if entries:
+            text += "\nCurrent entries:\n" + _numbered(entries)
+        matches = exc.details.get("matches")
+        if matches:
+            text += "\nMatching entries:\n" + _numbered(matches)
+    return text
+
+
+class _MemoryGroup(click.Group):
+    """Turns library errors into ``Error: ...`` and exit code 1 in every run mode."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemstrataError as exc:
+            raise click.ClickException(_error_text(exc)) from exc
+
+
+def _memory() -> FileMemory:
+    return FileMemory(config=Config.load())
+
+
+def _numbered(entries: Sequence[str]) -> str:
+    lines = []
+    width = len(str(len(entries)))
+    for number, entry in enumerate(entries, start=1):
+        first, *rest = entry.splitlines() or [""]
+        lines.append(f"  {number:>{width}}. {first}")
+        lines.extend(f"  {'':>{width}}  {line}" for line in rest)
+    return "\n".join(lines)
+
+
+def _content_arg(value: str) -> str:
+    """``-`` reads the text from standard input (for long or multi-line entries)."""
+    return sys.stdin.read() if value == "-" else value
+
+
+def _target_state(memory: FileMemory, target: Target) -> dict[str, Any]:
+    entries = memory.entries(target)
+    usage = memory.usage(target)
+    return {
+        "target": target,
+        "path": str(memory.path(target)),
+        "entries": entries,
+        "entry_count": len(entries),
+        "chars": usage.chars,
+        "limit": usage.limit,
+        "usage": str(usage),
+    }
+
+
+def _echo_state(state: dict[str, Any]) -> None:
+    target: Target = state["target"]
+    count = state["entry_count"]
+    noun = "entry" if count == 1 else "entries"
+    click.echo(f"{TARGET_TITLES[target]}: {count} {noun}, {state['usage']}")
+    if state["entries"]:
+        click.echo(_numbered(state["entries"]))
+
+
+def _result_dict(result: WriteResult) -> dict[str, Any]:
+    return {
+        "target": result.target,
+        "action": result.action,
+        "changed": result.changed,
+        "message": result.message,
+        "entry_count": result.entry_count,
+        "usage": str(result.usage),
+    }
+
+
+def _echo_result(result: WriteResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(_result_dict(result))
+    else:
+        click.echo(f"{result.message} {result.target}: {result.usage}")
+
+
+@click.group(
+    "memory", cls=_MemoryGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True
+)
+@click.pass_context
+def memory_group(ctx: click.Context) -> None:
+    """Curated memory: MEMORY.md (agent notes) and USER.md (user profile).
+
+    Without a subcommand, lists both files. Writes made here are yours and are saved
+    at once; only the model's memory-tool writes are staged when memory.write_approval
+    is on.
+
+    \b
+    Example:
+        memstrata memory add "User prefers concise answers" --target user
+        memstrata memory list
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(memory_list)
+
+
+@memory_group.command("list")
+@json_option
+def memory_list(as_json: bool) -> None:
+    """List the live entries of both files, numbered, with their usage.
+
+    \b
+    Example:
+        memstrata memory list --json
+    """
+    memory = _memory()
+    states = {t: _target_state(memory, t) for t in TARGETS}
+    if as_json:
+        echo_json(states)
+        return
+    for index, target in enumerate(TARGETS):
+        if index:
+            click.echo()
+        _echo_state(states[target])
+
+
+@memory_group.command("read")
+@target_option
+@json_option
+def memory_read(target: Target, as_json: bool) -> None:
+    """Print the live entries of one file (what the tool's read action returns).
+
+    \b
+    Example:
+        memstrata memory read --target user
+    """
+    memory = _memory()
+    if as_json:
+        echo_json(MemoryTool(memory).handle({"action": "read", "target": target}))
+        return
+    _echo_state(_target_state(memory, target))
+
+
+@memory_group.command("show")
+@_all_targets_option("Show one block or the whole snapshot.")
+@json_option
+def memory_show(target: Literal["all", "memory", "user"], as_json: bool) -> None:
+    """Print the frozen snapshot exactly as it is injected into a system prompt.
+
+    A session freezes this text when it starts; writes show up in the next session.
+
+    \b
+    Example:
+        memstrata memory show
+    """
+    memory = _memory()
+    text = memory.snapshot() if target == "all" else memory.snapshot_block(target)
+    if as_json:
+        echo_json({"target": target, "snapshot": text})
+        return
+    if not text:
+        click.echo("(nothing is injected: the snapshot is empty)", err=True)
+        return
+    click.echo(text)
+
+
+@memory_group.command("add")
+@click.argument("content")
+@target_option
+@json_option
+def memory_add(content: str, target: Target, as_json: bool) -> None:
+    """Add CONTENT as a new entry (use - to read it from standard input).
+
+    \b
+    Example:
+        memstrata memory add "Project uses pnpm, not npm"
+    """
+    _echo_result(_memory().add(target, _content_arg(content)), as_json)
+
+
+@memory_group.command("replace")
+@click.argument("old_text")
+@click.argument("content")
+@target_option
+@json_option
+def memory_replace(old_text: str, content: str, target: Target, as_json: bool) -> None:
+    """Replace the entry containing OLD_TEXT with CONTENT (- reads standard input).
+
+    \b
+    Example:
+        memstrata memory replace "pnpm" "Project uses pnpm 9 workspaces" --target memory
+    """
+    _echo_result(_memory().replace(target, old_text, _content_arg(content)), as_json)
+
+
+@memory_group.command("remove")
+@click.argument("old_text")
+@target_option
+@json_option
+def memory_remove(old_text: str, target: Target, as_json: bool) -> None:
+    """Remove the entry containing OLD_TEXT.
+
+    \b
+    Example:
+        memstrata memory remove "pnpm"
+    """
+    _echo_result(_memory().remove(target, old_text), as_json)
+
+
+def _pending_row(write: PendingWrite) -> list[str]:
+    return [write.id, write.target, write.created_at, write.origin, write.describe()]
+
+
+@memory_group.command("pending")
+@json_option
+def memory_pending(as_json: bool) -> None:
+    """List memory-tool writes staged for approval (memory.write_approval on).
+
+    \b
+    Example:
+        memstrata memory pending
+    """
+    writes = PendingWrites(memstrata_home()).list()
+    if as_json:
+        echo_json([w.to_dict() for w in writes])
+        return
+    if not writes:
+        click.echo("No pending memory writes.")
+        return
+    echo_table(
+        ["id", "target", "created", "origin", "operations"],
+        (_pending_row(w) for w in writes),
+        title="Pending memory writes",
+    )
+
+
+@memory_group.command("approve")
+@click.argument("write_id", metavar="ID")
+@json_option
+def memory_approve(write_id: str, as_json: bool) -> None:
+    """Apply the staged write ID (or a unique prefix of it) to memory.
+
+    If it no longer applies (memory full, entry gone), it stays pending and the error
+    says why.
+
+    \b
+    Example:
+        memstrata memory approve 20260101-120000-000000-a1b2c3
+    """
+    result = PendingWrites(memstrata_home()).approve(write_id, _memory())
+    _echo_result(result, as_json)
+
+
+@memory_group.command("reject")
+@click.argument("write_id", metavar="ID")
+def memory_reject(write_id: str) -> None:
+    """Drop the staged write ID without applying it.
+
+    \b
+    Example:
+        memstrata memory reject 20260101-120000-000000-a1b2c3
+    """
+    full = PendingWrites(memstrata_home()).reject(write_id)
+    click.echo(f"Rejected {full}; memory was not changed.")
+
+
+@memory_group.command("path")
+@click.option(
+    "--target", "-t", type=click.Choice(TARGETS), default=None, help="Print only this file."
+)
+@json_option
+def memory_path(target: Target | None, as_json: bool) -> None:
+    """Print the paths of MEMORY.md and USER.md.
+
+    \b
+    Example:
+        memstrata memory path --target user
+    """
+    memory = _memory()
+    paths = {t: str(memory.path(t)) for t in TARGETS}
+    if as_json:
+        echo_json(paths if target is None else {target: paths[target]})
+    elif target is not None:
+        click.echo(paths[target])
+    else:
+        for name, path in paths.items():
+            click.echo(f"{name}\t{path}")
+
+
+def _reset_file(path: Path, timeout: float) -> Path | None:
+    """Empty ``path`` under its lock; return the backup of what it held (None if empty)."""
+    # The same lock file FileMemory writes under, so a reset never interleaves with a
+    # write from another process. Raw bytes are copied: a reset must work on a file
+    # that is damaged or not UTF-8, which is often why a user resets.
+    with file_lock(path.with_name(path.name + ".lock"), timeout=timeout):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if not data.strip():
+            return None
+        stamp = int(time.time())
+        backup = path.with_name(f"{path.name}.bak.{stamp}")
+        counter = 1
+        while backup.exists():
+            backup = path.with_name(f"{path.name}.bak.{stamp}.{counter}")
+            counter += 1
+        atomic_write(backup, data, mode=0o600)
+        atomic_write(path, b"", mode=0o600)
+        return backup
+
+
+@memory_group.command("reset")
+@_all_targets_option("Which file(s) to empty.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def memory_reset(target: Literal["all", "memory", "user"], yes: bool) -> None:
+    """Empty MEMORY.md and/or USER.md, keeping a .bak.<timestamp> copy of each.
+
+    \b
+    Example:
+        memstrata memory reset --target user --yes
+    """
+    memory = _memory()
+    targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
+    names = " and ".join(memory.path(t).name for t in targets)
+    if not yes:
+        click.confirm(f"Delete every entry of {names}? A backup copy is kept.", abort=True)
+    for t in targets:
+        path = memory.path(t)
+        if not path.exists():
+            click.echo(f"{path.name} is already empty.")
+            continue
+        backup = _reset_file(path, memory.lock_timeout)
+        if backup is None:
+            click.echo(f"{path.name} is already empty.")
+        else:
+            click.echo(f"Emptied {path.name}; the deleted entries are in {backup}")
