@@ -1,0 +1,210 @@
+"""How message values are written to and read from the ``messages`` table.
+
+* Every text is scrubbed of lone surrogates (a broken emoji from a streaming chunk would
+  otherwise make SQLite's UTF-8 conversion fail and lose the whole turn).
+* Structured content (a list of parts, or a dict) is stored as ``\\x00json:`` followed by
+  its JSON, the same sentinel Hermes uses, and decoded on read; the index sees its text.
+* ``tool_calls`` is stored as JSON; the number of calls feeds ``tool_call_count``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from memstrata.errors import SessionStoreError
+
+# Lineage kinds live here, the lowest layer, so that validation and lineage share them.
+LINEAGE_KINDS = ("compression", "branch", "delegate", "reset")
+SESSION_ID_MAX = 200
+JSON_SENTINEL = "\x00json:"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+Content = str | list[Any] | dict[str, Any] | None
+
+# Keys a message mapping may carry in append_messages / replace_messages; "name" is the
+# OpenAI spelling of tool_name on tool results.
+MESSAGE_KEYS = frozenset(
+    {
+        "role",
+        "content",
+        "tool_name",
+        "name",
+        "tool_calls",
+        "tool_call_id",
+        "timestamp",
+        "token_count",
+        "finish_reason",
+        "reasoning",
+        "api_content",
+    }
+)
+
+
+def scrub(text: str | None) -> str | None:
+    """Replace lone surrogates with U+FFFD so the text can be encoded as UTF-8."""
+    if text is None:
+        return None
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def text_field(value: object, field: str) -> str | None:
+    """Check that ``value`` is text (or None) and scrub it."""
+    if value is None or isinstance(value, str):
+        return scrub(value)
+    raise SessionStoreError(f"{field} must be text, not {type(value).__name__}.")
+
+
+def session_values(
+    session_id: str,
+    *,
+    source: str,
+    user_id: str | None,
+    model: str | None,
+    model_config: Mapping[str, Any] | str | None,
+    system_prompt: str | None,
+    parent_session_id: str | None,
+    lineage_kind: str | None,
+    started_at: float | None,
+) -> dict[str, Any]:
+    """Validate ``create_session``'s arguments; return the ``sessions`` columns to insert."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise SessionStoreError("A session id must be non-empty text.")
+    if len(session_id) > SESSION_ID_MAX:
+        raise SessionStoreError(f"A session id is at most {SESSION_ID_MAX} characters.")
+    if lineage_kind is not None and lineage_kind not in LINEAGE_KINDS:
+        raise SessionStoreError(
+            f"Unknown lineage_kind {lineage_kind!r}; use one of {', '.join(LINEAGE_KINDS)}."
+        )
+    if lineage_kind is not None and parent_session_id is None:
+        raise SessionStoreError("lineage_kind needs a parent_session_id to refer to.")
+    if parent_session_id == session_id:
+        raise SessionStoreError("A session cannot be its own parent.")
+    if started_at is not None and (
+        isinstance(started_at, bool) or not isinstance(started_at, int | float)
+    ):
+        raise SessionStoreError("started_at must be epoch seconds.")
+    if isinstance(model_config, Mapping):
+        try:
+            config_text = json.dumps(dict(model_config), ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreError(f"model_config cannot be stored as JSON ({exc}).") from exc
+    else:
+        config_text = text_field(model_config, "model_config") or ""
+    return {
+        "id": session_id,
+        "source": text_field(source, "source") or "cli",
+        "user_id": text_field(user_id, "user_id"),
+        "model": text_field(model, "model"),
+        "model_config": scrub(config_text) or None,
+        "system_prompt": text_field(system_prompt, "system_prompt"),
+        "parent_session_id": text_field(parent_session_id, "parent_session_id"),
+        "lineage_kind": lineage_kind,
+        "started_at": float(started_at) if started_at is not None else time.time(),
+        "title": None,  # set afterwards: titles are unique and may move
+    }
+
+
+def encode_content(value: object, field: str = "content") -> str | None:
+    """Encode a content value: text as is (scrubbed), lists and dicts as sentinel JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list | dict):
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise SessionStoreError(
+                f"Message {field} is a {type(value).__name__} that cannot be stored as JSON "
+                f"({exc}): pass text, or lists/dicts of JSON values."
+            ) from exc
+        return JSON_SENTINEL + (scrub(text) or "")
+    raise SessionStoreError(
+        f"Message {field} must be text, a list of parts or a dict, not {type(value).__name__}."
+    )
+
+
+def decode_content(value: str | None) -> Content:
+    """Decode a stored content value (the inverse of :func:`encode_content`)."""
+    if value is not None and value.startswith(JSON_SENTINEL):
+        try:
+            decoded: list[Any] | dict[str, Any] = json.loads(value[len(JSON_SENTINEL) :])
+        except ValueError:
+            return value
+        return decoded
+    return value
+
+
+def content_text(content: Any) -> str:
+    """Plain text of stored or decoded content: a list's ``text`` parts joined."""
+    value = decode_content(content) if isinstance(content, str) else content
+    if isinstance(value, list):
+        return " ".join(
+            str(p["text"]) for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    if isinstance(value, dict):
+        raw = value.get("text", "")
+        return raw if isinstance(raw, str) else ""
+    return value if isinstance(value, str) else ""
+
+
+def encode_tool_calls(value: object) -> tuple[str | None, int]:
+    """Return the JSON text of ``tool_calls`` and the number of calls it holds."""
+    if value is None:
+        return None, 0
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise SessionStoreError(
+                f"tool_calls is text but not JSON ({exc}): pass the list of calls."
+            ) from exc
+        return scrub(value), len(parsed) if isinstance(parsed, list) else 1
+    if isinstance(value, list | tuple):
+        calls = list(value)
+    elif isinstance(value, dict):
+        calls = [value]
+    else:
+        raise SessionStoreError(f"tool_calls must be a list of calls, not {type(value).__name__}.")
+    try:
+        text = json.dumps(calls, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise SessionStoreError(f"tool_calls cannot be stored as JSON ({exc}).") from exc
+    return scrub(text), len(calls)
+
+
+def decode_tool_calls(value: str | None) -> Any:
+    """Decode stored ``tool_calls`` JSON; text that is not JSON is returned unchanged."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def row_to_message(row: sqlite3.Row) -> dict[str, Any]:
+    """A ``messages`` row as a dict with decoded content and tool calls."""
+    message = dict(row)
+    message["content"] = decode_content(message.get("content"))
+    if "api_content" in message:
+        message["api_content"] = decode_content(message["api_content"])
+    message["tool_calls"] = decode_tool_calls(message.get("tool_calls"))
+    return message
+
+
+def check_message_keys(message: Mapping[str, Any], index: int) -> None:
+    """Refuse unknown keys instead of dropping them silently."""
+    unknown = set(message) - MESSAGE_KEYS
+    if unknown:
+        raise SessionStoreError(
+            f"Message {index} has unknown keys {sorted(unknown)}; known keys: "
+            f"{', '.join(sorted(MESSAGE_KEYS))}."
+        )
+    if not isinstance(message.get("role"), str) or not message.get("role"):
+        raise SessionStoreError(f"Message {index} needs a non-empty 'role'.")

@@ -1,0 +1,271 @@
+"""Session lineage: why a child session exists, compression tips, lineage-aware listing.
+
+A child records why it exists in ``sessions.lineage_kind`` when it is created:
+
+* ``compression`` — the parent was compressed and this session continues it;
+* ``branch`` — a fork the user asked for; listed as a conversation of its own;
+* ``delegate`` — a sub-agent's session; hidden from listings, deleted with its parent;
+* ``reset`` — a fresh start (``/new``) that remembers where it came from; listed.
+
+Rows without the record (imported from Hermes, whose rule raced, see the reference's
+lineage notes) fall back to markers in ``model_config`` and then to the timestamp rule:
+a child that started at or after a compression-ended parent ended is a continuation, a
+child that started while its parent ran is a delegate, anything else is a branch.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from memstrata.store_codec import content_text
+
+# Kinds that belong to their parent's conversation instead of being listed on their own.
+HIDDEN_KINDS = ("compression", "delegate")
+MAX_HOPS = 100
+_PREVIEW_CHARS = 60
+
+# The kind of child ``s`` of parent ``p`` (NULL for a root or an orphan), one SQL
+# expression so that every query classifies a row the same way.
+KIND_SQL = """(CASE
+    WHEN s.parent_session_id IS NULL OR p.id IS NULL THEN NULL
+    WHEN s.lineage_kind IS NOT NULL THEN s.lineage_kind
+    WHEN json_valid(s.model_config)
+         AND json_type(s.model_config, '$._delegate_from') IS NOT NULL THEN 'delegate'
+    WHEN json_valid(s.model_config)
+         AND json_type(s.model_config, '$._branched_from') IS NOT NULL THEN 'branch'
+    WHEN s.source = 'subagent' THEN 'delegate'
+    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
+         AND p.end_reason = 'compression' THEN 'compression'
+    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
+    ELSE 'branch'
+END)"""
+_FROM = "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent_session_id"
+_EDGE_COLUMNS = (
+    "s.id, s.parent_session_id, s.end_reason, s.ended_at, s.started_at, s.last_active, "
+    "s.message_count"
+)
+
+
+def _tip_rank(row: sqlite3.Row) -> tuple[bool, bool, float, float, str]:
+    # Among several continuations (a race in older data), prefer one that was itself
+    # compressed (the chain goes on there), then a live one, then the most active.
+    return (
+        row["end_reason"] == "compression",
+        row["ended_at"] is None,
+        float(row["last_active"] or row["started_at"] or 0.0),
+        float(row["started_at"] or 0.0),
+        str(row["id"]),
+    )
+
+
+def _pick(children: Sequence[sqlite3.Row]) -> sqlite3.Row | None:
+    return max(children, key=_tip_rank) if children else None
+
+
+def child_kind(conn: sqlite3.Connection, session_id: str) -> tuple[str | None, str | None]:
+    """Return ``(parent_session_id, kind)`` of a session; ``(None, None)`` for a root."""
+    row = conn.execute(
+        f"SELECT s.parent_session_id AS parent, {KIND_SQL} AS kind {_FROM} WHERE s.id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None or row["kind"] is None:
+        return None, None
+    return row["parent"], row["kind"]
+
+
+def _continuations(conn: sqlite3.Connection, session_id: str) -> list[sqlite3.Row]:
+    return conn.execute(
+        f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE s.parent_session_id = ? "
+        f"AND {KIND_SQL} = 'compression'",
+        (session_id,),
+    ).fetchall()
+
+
+def compression_chain(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """``session_id`` followed by its compression continuations up to the tip.
+
+    At most :data:`MAX_HOPS` hops; a cycle (only possible in damaged or hand-edited
+    data) ends the walk at the last session not seen before.
+    """
+    chain = [session_id]
+    seen = {session_id}
+    for _ in range(MAX_HOPS):
+        nxt = _pick(_continuations(conn, chain[-1]))
+        if nxt is None or nxt["id"] in seen:
+            break
+        chain.append(nxt["id"])
+        seen.add(nxt["id"])
+    return chain
+
+
+def lineage_root(conn: sqlite3.Connection, session_id: str) -> str:
+    """The session whose listing entry stands for ``session_id``.
+
+    Walks up through compression continuations and delegate links (at most
+    :data:`MAX_HOPS`, cycle-guarded); stops at a root, a branch or a reset.
+    """
+    current = session_id
+    seen = {current}
+    for _ in range(MAX_HOPS):
+        parent, kind = child_kind(conn, current)
+        if parent is None or kind not in HIDDEN_KINDS or parent in seen:
+            break
+        current = parent
+        seen.add(current)
+    return current
+
+
+def compression_ancestors(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """Sessions that ``session_id`` continues through compression, nearest first."""
+    out: list[str] = []
+    current = session_id
+    seen = {current}
+    for _ in range(MAX_HOPS):
+        parent, kind = child_kind(conn, current)
+        if parent is None or kind != "compression" or parent in seen:
+            break
+        out.append(parent)
+        seen.add(parent)
+        current = parent
+    return out
+
+
+def lineage_ids(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """Every session of the conversation ``session_id`` belongs to, root first.
+
+    The root (see :func:`lineage_root`) and everything reachable from it through
+    compression continuations and delegates; search uses it to exclude the live
+    conversation from its own results.
+    """
+    root = lineage_root(conn, session_id)
+    out = [root]
+    seen = {root}
+    frontier = [root]
+    while frontier and len(out) < MAX_HOPS * 10:
+        rows = conn.execute(
+            f"SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
+            f"WHERE s.parent_session_id IN ({','.join('?' * len(frontier))}) "
+            f"AND {KIND_SQL} IN ('compression', 'delegate') ORDER BY s.started_at, s.id",
+            frontier,
+        ).fetchall()
+        frontier = [r["id"] for r in rows if r["id"] not in seen]
+        seen.update(frontier)
+        out.extend(frontier)
+    return out
+
+
+def delegate_descendants(conn: sqlite3.Connection, session_ids: Iterable[str]) -> list[str]:
+    """Sessions reachable from ``session_ids`` through delegate links (not the seeds)."""
+    seen = set(session_ids)
+    frontier = list(seen)
+    out: list[str] = []
+    while frontier:
+        rows = conn.execute(
+            f"SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
+            f"WHERE s.parent_session_id IN ({','.join('?' * len(frontier))}) "
+            f"AND {KIND_SQL} = 'delegate'",
+            frontier,
+        ).fetchall()
+        frontier = [r["id"] for r in rows if r["id"] not in seen]
+        seen.update(frontier)
+        out.extend(frontier)
+    return out
+
+
+def preview_text(content: Any) -> str:
+    """First user text collapsed to one line, cut at 60 characters plus ``...``."""
+    text = " ".join(content_text(content).split())
+    return text[:_PREVIEW_CHARS] + "..." if len(text) > _PREVIEW_CHARS else text
+
+
+def list_sessions_rich(
+    conn: sqlite3.Connection,
+    *,
+    source: str | None = None,
+    exclude_sources: Sequence[str] | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    include_archived: bool = False,
+    order_by_last_active: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per logical conversation, each compression chain projected onto its tip.
+
+    Reads the small listed-session and continuation columns of every session once, then
+    the full rows and previews of the returned page only.
+    """
+    where = [f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"]
+    params: list[Any] = []
+    if not include_archived:
+        where.append("s.archived = 0")
+    if source is not None:
+        where.append("s.source = ?")
+        params.append(source)
+    if exclude_sources:
+        where.append(f"s.source NOT IN ({','.join('?' * len(exclude_sources))})")
+        params.extend(exclude_sources)
+    listed = conn.execute(
+        f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE {' AND '.join(where)}", params
+    ).fetchall()
+    children: dict[str, list[sqlite3.Row]] = {}
+    for row in conn.execute(
+        f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE {KIND_SQL} = 'compression'"
+    ).fetchall():
+        children.setdefault(row["parent_session_id"], []).append(row)
+
+    entries: list[tuple[float, list[sqlite3.Row]]] = []
+    for root in listed:
+        chain = [root]
+        seen = {root["id"]}
+        for _ in range(MAX_HOPS):
+            nxt = _pick(children.get(chain[-1]["id"], []))
+            if nxt is None or nxt["id"] in seen:
+                break
+            chain.append(nxt)
+            seen.add(nxt["id"])
+        if order_by_last_active:
+            key = max(float(r["last_active"] or r["started_at"]) for r in chain)
+        else:
+            key = float(root["started_at"])
+        entries.append((key, chain))
+    entries.sort(key=lambda e: (e[0], e[1][0]["id"]), reverse=True)
+    page = entries[max(0, offset) : max(0, offset) + max(0, limit)]
+    return [_entry(conn, chain) for _, chain in page]
+
+
+def _entry(conn: sqlite3.Connection, chain: list[sqlite3.Row]) -> dict[str, Any]:
+    ids = [r["id"] for r in chain]
+    rows = {
+        r["id"]: r
+        for r in conn.execute(
+            f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
+    }
+    root, tip = rows[ids[0]], rows[ids[-1]]
+    title = next((rows[i]["title"] for i in reversed(ids) if rows[i]["title"]), None)
+    preview = ""
+    for sid in ids:
+        hit = conn.execute(
+            "SELECT content FROM messages WHERE session_id = ? AND role = 'user' "
+            "ORDER BY id LIMIT 1",
+            (sid,),
+        ).fetchone()
+        if hit is not None:
+            preview = preview_text(hit["content"])
+            break
+    actives = [rows[i]["last_active"] for i in ids if rows[i]["last_active"] is not None]
+    return {
+        "id": tip["id"],
+        "root_id": root["id"],
+        "title": title,
+        "source": root["source"],
+        "model": tip["model"] or root["model"],
+        "started_at": root["started_at"],
+        "last_active": max(actives) if actives else None,
+        "message_count": sum(int(rows[i]["message_count"]) for i in ids),
+        "preview": preview,
+        "ended_at": tip["ended_at"],
+        "end_reason": tip["end_reason"],
+        "session_ids": ids,
+    }

@@ -1,0 +1,117 @@
+"""`memstrata sessions`: listing, showing, renaming, deleting, pruning and maintenance."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memstrata.cli import cli
+from memstrata.store import SessionStore
+
+
+@pytest.fixture
+def seeded(memstrata_home: Path) -> Path:
+    with SessionStore() as store:
+        store.create_session("20250101_aaaa", source="cli", title="Kyoto", started_at=1.0)
+        store.append_message("20250101_aaaa", "user", "plan a trip to 京都", timestamp=2.0)
+        store.end_session("20250101_aaaa", "compression", ended_at=3.0)
+        store.create_session(
+            "20250101_bbbb",
+            parent_session_id="20250101_aaaa",
+            lineage_kind="compression",
+            started_at=3.0,
+            title="Kyoto #2",
+        )
+        store.append_message("20250101_bbbb", "assistant", "temples first", timestamp=4.0)
+        old = time.time() - 200 * 86400
+        store.create_session("20240101_old", source="cron", started_at=old)
+        store.end_session("20240101_old", "done", ended_at=old)
+    return memstrata_home / "state.db"
+
+
+def _run(*args: str, input: str | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_list_projects_chains(seeded: Path) -> None:
+    """`sessions list --json` shows one row for the compression chain, at its tip."""
+    code, out = _run("sessions", "list", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    chain = next(r for r in rows if r["root_id"] == "20250101_aaaa")
+    assert chain["id"] == "20250101_bbbb" and chain["message_count"] == 2
+    assert chain["preview"] == "plan a trip to 京都"
+    code, out = _run("sessions")
+    assert code == 0 and "20250101_bbbb" in out and "20250101_aaaa" not in out
+
+
+def test_show_by_prefix_and_title(seeded: Path) -> None:
+    """`sessions show` accepts an id prefix or a title and prints the messages."""
+    code, out = _run("sessions", "show", "20250101_a")
+    assert code == 0 and "plan a trip to 京都" in out
+    code, out = _run("sessions", "show", "Kyoto", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["session"]["id"] == "20250101_bbbb"
+    assert [m["content"] for m in data["messages"]] == ["temples first"]
+
+
+def test_show_unknown_session_fails_cleanly(seeded: Path) -> None:
+    """An unknown reference exits 1 with the library's message, not a traceback."""
+    result = CliRunner().invoke(cli, ["sessions", "show", "nope"])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, Exception)
+    assert "No session id starts with 'nope'" in str(result.exception)
+
+
+def test_rename(seeded: Path) -> None:
+    """`sessions rename` sets a sanitised title."""
+    code, out = _run("sessions", "rename", "20240101_old", "  Cron\tjob ")
+    assert code == 0 and "'Cron job'" in out
+    with SessionStore() as store:
+        assert store.get_session_title("20240101_old") == "Cron job"
+
+
+def test_delete_asks_then_deletes(seeded: Path) -> None:
+    """`sessions delete` asks for confirmation; --yes deletes without asking."""
+    code, _ = _run("sessions", "delete", "20250101_aaaa", input="n\n")
+    assert code == 1
+    code, out = _run("sessions", "delete", "20250101_aaaa", "--yes")
+    assert code == 0 and "Deleted 1 session(s)" in out
+    with SessionStore() as store:
+        assert store.get_session("20250101_aaaa") is None
+        assert store.get_session("20250101_bbbb") is not None
+
+
+def test_prune_dry_run_then_for_real(seeded: Path) -> None:
+    """`sessions prune --dry-run` lists, `--yes` deletes, live and recent sessions stay."""
+    code, out = _run("sessions", "prune", "--dry-run", "--json")
+    assert code == 0 and json.loads(out) == {"dry_run": True, "sessions": ["20240101_old"]}
+    code, out = _run("sessions", "prune", "--older-than", "90", "--yes")
+    assert code == 0 and "Deleted 1 session(s)." in out
+    with SessionStore() as store:
+        assert store.get_session("20240101_old") is None
+        assert store.get_session("20250101_bbbb") is not None
+
+
+def test_check_reindex_stats(seeded: Path) -> None:
+    """`check` exits 1 on a stale index, `reindex` fixes it, `stats` reports counts."""
+    conn = sqlite3.connect(seeded)
+    conn.execute("DROP TRIGGER messages_fts_cjk_ai")
+    conn.commit()
+    conn.close()
+    code, out = _run("sessions", "check")
+    assert code == 1 and "messages_fts_cjk_ai is missing" in out and "reindex" in out
+    code, out = _run("sessions", "reindex")
+    assert code == 0 and "messages_fts_cjk: 1 rows" in out
+    code, out = _run("sessions", "check", "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+    code, out = _run("sessions", "stats", "--json")
+    stats = json.loads(out)
+    assert code == 0 and stats["sessions"] == 3 and stats["messages"] == 2
