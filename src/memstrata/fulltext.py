@@ -1,0 +1,720 @@
+"""Full-text search of the session store: messages and sessions, best first.
+
+A query is compiled once (:mod:`memstrata.query`) into one MATCH expression per index.
+Each index answers with a bounded candidate list (its best ``CANDIDATES`` rows by BM25,
+all filters applied inside the same SQL, so a filter never empties a truncated list), and
+the lists are fused by scaling each index's BM25 to its own best hit (1.0) and summing
+per message. BM25 values from different indexes are not on one scale (different
+vocabularies and document frequencies); scaling makes "the best hit of the bigram index"
+and "the best hit of the word index" count the same, and a message found by two indexes
+gets the evidence of both. Reciprocal rank fusion was measured as well and lost (see
+``benchmarks/results/recall.md``): it throws away how far apart the scores are.
+
+Only the final page is turned into dicts: snippets, the session row and the previous and
+next message are fetched for those rows alone, so the cost of a query does not grow with
+the number of messages that match it beyond the bounded candidate scans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from memstrata.cjk import has_cjk
+from memstrata.errors import SessionStoreError
+from memstrata.query import CompiledQuery, Index, Term, compile_query
+
+# How many rows each index contributes before fusion. Bounded so a query's cost does not
+# grow with the number of matching rows. Ranking sessions needs several hits per session
+# (300, also what Hermes' session_search scans); a page of messages needs fewer.
+CANDIDATES = 300
+MESSAGE_CANDIDATES = 100
+# BM25 column weights of the word and trigram indexes: content, tool_name, tool_calls.
+# A tool name is short and deliberate (a match there is strong evidence); tool-call
+# arguments are long JSON whose keys repeat in every call, so they count half.
+COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
+# Session score = sum of the scores of its best SESSION_TOP_HITS messages: a session that
+# discusses the topic in several messages beats one stray mention, without letting a long
+# session win on volume alone (see benchmarks/results/recall.md for the measurement).
+SESSION_TOP_HITS = 2
+# A term found in more rows than this is "common": it is not scanned with BM25 when a
+# rarer term can find the candidates (see _bounded_candidates). Scoring a row costs a few
+# microseconds, so this bounds a natural question's scan to a few milliseconds.
+COMMON_DF = 2000
+_SNIPPET_CHARS = 120
+_CONTEXT_CHARS = 200
+_JSON_SENTINEL = "\x00json:"
+
+Fusion = Literal["scaled", "rrf"]
+Sort = Literal["newest", "oldest"]
+
+_TABLES: dict[Index, str] = {
+    "word": "messages_fts",
+    "trigram": "messages_fts_trigram",
+    "cjk": "messages_fts_cjk",
+}
+
+
+class ReadableStore(Protocol):
+    """Anything that lends a read connection: a SessionStore."""
+
+    def read_conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """Yield a connection on which the store's SQL functions are registered."""
+
+
+Source = ReadableStore | sqlite3.Connection
+
+
+@contextlib.contextmanager
+def _connection(store: Source) -> Iterator[sqlite3.Connection]:
+    if isinstance(store, sqlite3.Connection):
+        yield store
+    else:
+        with store.read_conn() as conn:
+            yield conn
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Row filters shared by every candidate query; values are always bound parameters."""
+
+    roles: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    exclude_sources: tuple[str, ...] = ()
+    exclude_session_ids: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    include_inactive: bool = False
+
+    @property
+    def needs_sessions(self) -> bool:
+        """True when a filter reads the sessions table."""
+        return bool(self.sources or self.exclude_sources)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """Return the WHERE fragment (starting with AND, or empty) and its parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not self.include_inactive:
+            # Rewound or undone rows are hidden; compaction-archived rows stay findable.
+            clauses.append("(m.active = 1 OR m.compacted = 1)")
+        for column, values, negate in (
+            ("m.role", self.roles, False),
+            ("s.source", self.sources, False),
+            ("s.source", self.exclude_sources, True),
+            ("m.session_id", self.exclude_session_ids, True),
+        ):
+            if values:
+                marks = ", ".join("?" for _ in values)
+                clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
+                params.extend(values)
+        if self.since is not None:
+            clauses.append("m.timestamp >= ?")
+            params.append(self.since)
+        if self.until is not None:
+            clauses.append("m.timestamp <= ?")
+            params.append(self.until)
+        return "".join(f" AND {c}" for c in clauses), params
+
+
+def _as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Accept a list or a comma-separated string (as tool calls send it)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(v).strip() for v in items if str(v).strip()))
+
+
+def make_filters(
+    *,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    include_inactive: bool = False,
+) -> Filters:
+    """Normalise the keyword filters of the search functions into :class:`Filters`."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not isinstance(value, int | float):
+            raise SessionStoreError(
+                f"{name} must be a Unix timestamp in seconds (int or float), got {value!r}."
+            )
+    return Filters(
+        roles=_as_tuple(role_filter),
+        sources=_as_tuple(source_filter),
+        exclude_sources=_as_tuple(exclude_sources),
+        exclude_session_ids=_as_tuple(exclude_session_ids),
+        since=None if since is None else float(since),
+        until=None if until is None else float(until),
+        include_inactive=include_inactive,
+    )
+
+
+@dataclass
+class Candidate:
+    """A message found by at least one index, with its per-index BM25 and fused score."""
+
+    id: int
+    session_id: str
+    timestamp: float
+    bm25: dict[Index, float]
+    score: float = 0.0
+
+
+def _index_candidates(
+    conn: sqlite3.Connection,
+    index: Index,
+    match: str,
+    filters: Filters,
+    k: int,
+    order: Literal["rank", "newest", "oldest"],
+) -> list[tuple[int, str, float, float]]:
+    """Best k rows of one index as (id, session_id, timestamp, bm25)."""
+    table = _TABLES[index]
+    where, params = filters.sql()
+    join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    if order == "rank":
+        weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
+        # Rank inside the index first and join only its best rows: joining every match
+        # before sorting doubles the cost. Filters that drop more than half of those
+        # rows leave too few, and then the exact (joined) query runs instead.
+        inner = (
+            f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY score LIMIT ?"
+        )
+        fast = (
+            f"SELECT m.id, m.session_id, m.timestamp, f.score FROM ({inner}) f "
+            f"JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
+        )
+        rows = [
+            (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
+            for r in conn.execute(fast, [match, 2 * k, *params])
+        ]
+        if len(rows) >= k or (not where and not join_sessions):
+            return rows[:k]
+        score, order_by = f"bm25({table}{weights})", "score"
+    else:
+        # Newest/oldest walk the index in rowid order, which FTS5 serves without sorting
+        # and stops after k rows (rowids grow with insertion; the page is then sorted by
+        # timestamp). No BM25 here: its first call counts every row of every term.
+        score, order_by = "0.0", f"{table}.rowid {'DESC' if order == 'newest' else 'ASC'}"
+    sql = (
+        f"SELECT m.id, m.session_id, m.timestamp, {score} AS score "
+        f"FROM {table} JOIN messages m ON m.id = {table}.rowid{join_sessions} "
+        f"WHERE {table} MATCH ?{where} ORDER BY {order_by} LIMIT ?"
+    )
+    return [
+        (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
+        for r in conn.execute(sql, [match, *params, k])
+    ]
+
+
+def _common_df(conn: sqlite3.Connection, index: Index, leaf: str, total: int) -> float | None:
+    """Estimated row count of a term found in more than COMMON_DF rows, else None.
+
+    FTS5 walks a doclist at tens of nanoseconds a row but scores a row (BM25 reads its
+    length) at microseconds, so "which row is the (COMMON_DF+1)-th newest match?" is cheap
+    to ask. Its distance from the newest row gives the term's density, hence its count.
+    """
+    table = _TABLES[index]
+    row = conn.execute(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (leaf, COMMON_DF),
+    ).fetchone()
+    if row is None:
+        return None
+    span = max(total - int(row[0]) + 1, COMMON_DF + 1)
+    return min(float(total), (COMMON_DF + 1) * total / span)
+
+
+def _word_hit(conn: sqlite3.Connection, term: Term) -> bool:
+    if term.word is None:
+        return False
+    row = conn.execute(
+        "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1", (term.word,)
+    ).fetchone()
+    return row is not None
+
+
+def term_needle(term: Term) -> str:
+    """The lowercase text that shows a term occurs: a prefix that survives inflection for
+    a Latin word (the word index is Porter-stemmed), the literal text otherwise."""
+    text = term.text.rstrip("*")
+    if has_cjk(text):
+        return text
+    words: list[str] = re.findall(r"\w+", text)
+    if not words:
+        return text
+    last = words[-1]
+    for suffix in ("ing", "ed", "es", "s", "e", "y"):
+        if last.endswith(suffix) and len(last) - len(suffix) >= 3:
+            last = last[: -len(suffix)]
+            break
+    return text[: text.rfind(words[-1])] + last
+
+
+def _bounded_candidates(
+    conn: sqlite3.Connection,
+    index: Index,
+    leaves: Sequence[tuple[str, Term]],
+    filters: Filters,
+    k: int,
+    total: int,
+) -> list[tuple[int, str, float, float]]:
+    """Rank an OR of terms without scoring every row of its most common terms.
+
+    Terms in more than COMMON_DF rows carry little weight (their IDF is low) but would
+    dominate the cost. They are left out of the BM25 scan when a rarer term exists, and
+    added back to the candidates' scores as IDF x presence, checked on the candidates'
+    text. When every term is common, the newest matches are candidates and the common
+    terms alone score them.
+    """
+    common: list[tuple[str, Term, float]] = []
+    rare: list[str] = []
+    for leaf, term in leaves:
+        df = _common_df(conn, index, leaf, total)
+        if df is None:
+            rare.append(leaf)
+        else:
+            common.append((leaf, term, df))
+    if not common:
+        return _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank")
+    rows = _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank") if rare else []
+    if len(rows) < k:
+        # Too few rare matches (or none): the newest matches of the common terms fill up.
+        seen = {r[0] for r in rows}
+        either = " OR ".join(leaf for leaf, _, _ in common)
+        newest = _index_candidates(conn, index, either, filters, k, "newest")
+        rows += [r for r in newest if r[0] not in seen][: k - len(rows)]
+    if not rows:
+        return rows
+    # FTS5's own IDF, log((N - n + 0.5) / (n + 0.5)), with the estimated n.
+    weights = [
+        (term_needle(term), max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6))
+        for _, term, df in common
+    ]
+    marks = ", ".join("?" for _ in rows)
+    texts = {
+        int(r[0]): " ".join(x for x in (text_of(r[1]), r[2], r[3]) if x).lower()
+        for r in conn.execute(
+            f"SELECT id, content, tool_name, tool_calls FROM messages WHERE id IN ({marks})",
+            [r[0] for r in rows],
+        )
+    }
+    out = []
+    for mid, sid, ts, bm in rows:
+        text = texts.get(mid, "")
+        bonus = sum(idf for needle, idf in weights if needle in text)
+        out.append((mid, sid, ts, bm - bonus))
+    return out
+
+
+def collect_candidates(
+    conn: sqlite3.Connection,
+    compiled: CompiledQuery,
+    filters: Filters,
+    *,
+    k: int = CANDIDATES,
+    order: Literal["rank", "newest", "oldest"] = "rank",
+    fusion: Fusion = "scaled",
+    indexes: Sequence[Index] | None = None,
+    bounded: bool = True,
+) -> list[Candidate]:
+    """Run the compiled query on each index and fuse the candidates, best first.
+
+    ``bounded`` keeps very common terms out of the BM25 scan (see _bounded_candidates);
+    it applies to pure OR queries ranked by relevance, which is every natural question.
+    """
+    found: dict[int, Candidate] = {}
+    total = 0
+    if bounded and order == "rank" and compiled.leaves is not None:
+        total = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+    for index in indexes or tuple(_TABLES):
+        match = compiled.match.get(index)
+        if match is None:
+            continue
+        leaves = compiled.leaves[index] if compiled.leaves is not None else ()
+        if index == "trigram" and leaves:
+            # Substring matching is the costliest scan (a phrase of trigrams, several of
+            # them in most rows); in a natural query it only serves terms the word index
+            # does not find at all (``getUser`` inside ``getUserById``).
+            leaves = tuple((leaf, t) for leaf, t in leaves if not _word_hit(conn, t))
+            if not leaves:
+                continue
+            match = " OR ".join(leaf for leaf, _ in leaves)
+        if total > COMMON_DF and leaves:
+            rows = _bounded_candidates(conn, index, leaves, filters, k, total)
+        else:
+            rows = _index_candidates(conn, index, match, filters, k, order)
+        if not rows:
+            continue
+        # bm25() is negative, best most negative; rescale so this index's best is 1.0.
+        best = min(r[3] for r in rows)
+        ranked = sorted(rows, key=lambda r: r[3])
+        for rank, (mid, sid, ts, bm) in enumerate(ranked):
+            cand = found.get(mid)
+            if cand is None:
+                cand = found[mid] = Candidate(mid, sid, ts, {})
+            cand.bm25[index] = bm
+            if order != "rank":
+                continue
+            if fusion == "rrf":
+                cand.score += 1.0 / (60 + rank + 1)
+            else:
+                cand.score += bm / best if best < 0 else 0.0
+    cands = list(found.values())
+    if order == "rank":
+        cands.sort(key=lambda c: (-c.score, -c.id))
+    else:
+        cands.sort(key=lambda c: (c.timestamp, c.id), reverse=order == "newest")
+    return cands
+
+
+def _check_paging(limit: int, offset: int, sort: str | None, query: object = None) -> None:
+    if query is not None and not isinstance(query, str):
+        raise SessionStoreError(f"The query must be text, not {type(query).__name__}.")
+    if sort not in (None, "newest", "oldest", "relevance"):
+        raise SessionStoreError(
+            f"Unknown sort {sort!r}: use 'newest', 'oldest', or leave it unset for relevance."
+        )
+    if not isinstance(limit, int) or limit < 1:
+        raise SessionStoreError(f"limit must be a positive integer, got {limit!r}.")
+    if not isinstance(offset, int) or offset < 0:
+        raise SessionStoreError(f"offset must be a non-negative integer, got {offset!r}.")
+
+
+def search_messages(
+    store: Source,
+    query: str | None,
+    *,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    sort: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    include_inactive: bool = False,
+) -> list[dict[str, Any]]:
+    """Search messages; return the page of hits as dicts, best first (or by time).
+
+    ``query`` is natural language by default (see :mod:`memstrata.query`); a blank query,
+    or one with nothing searchable left, returns ``[]``. ``role_filter``, ``source_filter``,
+    ``exclude_sources`` and ``exclude_session_ids`` take a list or a comma-separated
+    string; ``since``/``until`` are inclusive Unix timestamps; ``sort`` is ``"newest"``,
+    ``"oldest"`` or None for relevance. Rewound rows (``active=0`` and not compacted) are
+    hidden unless ``include_inactive``.
+
+    Each hit has ``id, session_id, role, snippet`` (matches between ``>>>`` and ``<<<``),
+    ``timestamp, tool_name, source, model, session_started, score`` (higher is better;
+    1.0 is the best hit of one index) and ``context``: the previous and next message of
+    the same session as ``{role, content}`` with content cut to 200 characters.
+    """
+    _check_paging(limit, offset, sort, query)
+    filters = make_filters(
+        role_filter=role_filter,
+        source_filter=source_filter,
+        exclude_sources=exclude_sources,
+        exclude_session_ids=exclude_session_ids,
+        since=since,
+        until=until,
+        include_inactive=include_inactive,
+    )
+    compiled = compile_query(query)
+    if compiled.is_empty:
+        return []
+    order: Literal["rank", "newest", "oldest"] = (
+        "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
+    )
+    with _connection(store) as conn:
+        cands = collect_candidates(
+            conn, compiled, filters, k=max(MESSAGE_CANDIDATES, offset + limit), order=order
+        )
+        page = cands[offset : offset + limit]
+        return hit_dicts(conn, compiled, page, filters)
+
+
+def search_sessions(
+    store: Source,
+    query: str | None,
+    *,
+    limit: int = 10,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    include_inactive: bool = False,
+    by_lineage: bool = False,
+    top_hits: int = SESSION_TOP_HITS,
+) -> list[dict[str, Any]]:
+    """Rank sessions for ``query``: each scores the sum of its best ``top_hits`` messages.
+
+    With ``by_lineage`` the sessions of one lineage (a root and every descendant through
+    ``parent_session_id``) are pooled and reported once, under the session holding the
+    best hit, with ``lineage_root`` set. Each result has ``session_id, lineage_root,
+    score, hit_count, match_message_id, matched_role, snippet, timestamp, source, model,
+    title, session_started`` and ``message_ids`` (its best hits, best first).
+    """
+    _check_paging(limit, 0, None, query)
+    if top_hits < 1:
+        raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
+    filters = make_filters(
+        role_filter=role_filter,
+        source_filter=source_filter,
+        exclude_sources=exclude_sources,
+        exclude_session_ids=exclude_session_ids,
+        since=since,
+        until=until,
+        include_inactive=include_inactive,
+    )
+    compiled = compile_query(query)
+    if compiled.is_empty:
+        return []
+    with _connection(store) as conn:
+        cands = collect_candidates(conn, compiled, filters)
+        roots = (
+            lineage_roots(conn, {c.session_id for c in cands})
+            if by_lineage
+            else {c.session_id: c.session_id for c in cands}
+        )
+        ranked = aggregate_sessions(cands, roots, top_hits=top_hits)[:limit]
+        best = [group[0] for _, group in ranked]
+        hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
+        titles = _titles(conn, [c.session_id for c in best])
+    out: list[dict[str, Any]] = []
+    for (root, group), top in zip(ranked, best, strict=True):
+        hit = hits[top.id]
+        out.append(
+            {
+                "session_id": top.session_id,
+                "lineage_root": root if by_lineage else None,
+                "score": round(sum(c.score for c in group[:top_hits]), 6),
+                "hit_count": len(group),
+                "match_message_id": top.id,
+                "matched_role": hit["role"],
+                "snippet": hit["snippet"],
+                "timestamp": hit["timestamp"],
+                "source": hit["source"],
+                "model": hit["model"],
+                "title": titles.get(top.session_id),
+                "session_started": hit["session_started"],
+                "message_ids": [c.id for c in group[:top_hits]],
+            }
+        )
+    return out
+
+
+def aggregate_sessions(
+    cands: Sequence[Candidate], roots: dict[str, str], *, top_hits: int = SESSION_TOP_HITS
+) -> list[tuple[str, list[Candidate]]]:
+    """Group fused candidates by ``roots[session_id]`` and rank the groups.
+
+    A group's score is the sum of its ``top_hits`` best message scores; ties go to the
+    group whose best message is newer. Each group's list is best first.
+    """
+    groups: dict[str, list[Candidate]] = {}
+    for cand in sorted(cands, key=lambda c: (-c.score, -c.id)):
+        groups.setdefault(roots.get(cand.session_id, cand.session_id), []).append(cand)
+    return sorted(
+        groups.items(),
+        key=lambda kv: (-sum(c.score for c in kv[1][:top_hits]), -kv[1][0].id),
+    )
+
+
+def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[str, str]:
+    """Map each session id to the root of its lineage (parent links followed, cycle-safe)."""
+    ids = list(session_ids)
+    if not ids:
+        return {}
+    marks = ", ".join("?" for _ in ids)
+    # UNION (not UNION ALL) drops repeated (start, ancestor) pairs, so a corrupt cycle
+    # ends the walk; the depth bound is a second guard.
+    sql = f"""
+        WITH RECURSIVE up(start, cur, depth) AS (
+            SELECT id, id, 0 FROM sessions WHERE id IN ({marks})
+            UNION
+            SELECT up.start, s.parent_session_id, up.depth + 1
+            FROM up JOIN sessions s ON s.id = up.cur
+            WHERE s.parent_session_id IS NOT NULL AND up.depth < 100
+        )
+        SELECT start, cur FROM up ORDER BY start, depth
+    """
+    roots = {sid: sid for sid in ids}
+    for start, cur in conn.execute(sql, ids):
+        roots[start] = cur
+    return roots
+
+
+def _titles(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, str | None]:
+    if not session_ids:
+        return {}
+    marks = ", ".join("?" for _ in session_ids)
+    rows = conn.execute(f"SELECT id, title FROM sessions WHERE id IN ({marks})", session_ids)
+    return {str(r[0]): r[1] for r in rows}
+
+
+def text_of(content: str | None) -> str:
+    """Plain text of stored content (structured content is joined text parts)."""
+    if content is None:
+        return ""
+    if not content.startswith(_JSON_SENTINEL):
+        return content
+    try:
+        value = json.loads(content[len(_JSON_SENTINEL) :])
+    except ValueError:
+        return content[len(_JSON_SENTINEL) :]
+    if isinstance(value, list):
+        parts = [str(p.get("text", "")) for p in value if isinstance(p, dict) and p.get("text")]
+        return " ".join(parts) if parts else "[multimodal content]"
+    return str(value)
+
+
+def hit_dicts(
+    conn: sqlite3.Connection,
+    compiled: CompiledQuery,
+    page: Sequence[Candidate],
+    filters: Filters,
+    *,
+    context: bool = True,
+) -> list[dict[str, Any]]:
+    """Turn the final page of candidates into result dicts (snippets, session, context)."""
+    if not page:
+        return []
+    ids = [c.id for c in page]
+    marks = ", ".join("?" for _ in ids)
+    rows = {
+        int(r[0]): r
+        for r in conn.execute(
+            "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
+            "m.tool_calls, s.source, s.model, s.started_at "
+            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})",
+            ids,
+        )
+    }
+    snippets = _snippets(compiled, page, rows)
+    out: list[dict[str, Any]] = []
+    for cand in page:
+        row = rows.get(cand.id)
+        if row is None:  # deleted between the two reads
+            continue
+        hit: dict[str, Any] = {
+            "id": cand.id,
+            "session_id": row[1],
+            "role": row[2],
+            "snippet": snippets.get(cand.id, ""),
+            "timestamp": row[4],
+            "tool_name": row[5],
+            "source": row[7],
+            "model": row[8],
+            "session_started": row[9],
+            "score": round(cand.score, 6),
+        }
+        if context:
+            hit["context"] = _context(conn, row[1], cand.id, filters)
+        out.append(hit)
+    return out
+
+
+def _snippets(
+    compiled: CompiledQuery, page: Sequence[Candidate], rows: dict[int, Any]
+) -> dict[int, str]:
+    # Highlighted in Python on the final page only: FTS5's snippet() would need the MATCH
+    # re-run per row (a rowid lookup restarts the whole query), and the contentless bigram
+    # index has no text to cut a snippet from anyway.
+    needles = _highlight_needles(compiled)
+    snippets: dict[int, str] = {}
+    for cand in page:
+        row = rows.get(cand.id)
+        if row is None:
+            continue
+        fields = [text_of(row[3]), row[5] or "", row[6] or ""]
+        lowered = [f.lower() for f in fields]
+        # The first field holding a match (content, tool name, tool-call arguments).
+        chosen = next(
+            (f for f, low in zip(fields, lowered, strict=True) if any(n in low for n in needles)),
+            fields[0] or fields[1] or fields[2],
+        )
+        snippets[cand.id] = highlight(chosen, needles)
+    return snippets
+
+
+def _highlight_needles(compiled: CompiledQuery) -> list[str]:
+    if compiled.tree is None:
+        return []
+    needles = {term_needle(t) for t in compiled.tree.positive_terms()}
+    needles |= set(compiled.highlights)
+    return sorted((n for n in needles if n.strip()), key=lambda n: (-len(n), n))
+
+
+def highlight(text: str, needles: Sequence[str], width: int = _SNIPPET_CHARS) -> str:
+    """A window of ``text`` around the first needle, matches wrapped in >>> <<<.
+
+    Overlapping or adjacent matches (the bigrams of one CJK word) become one marked span.
+    """
+    lower = text.lower()
+    spans: list[tuple[int, int]] = []
+    for needle in {n.lower() for n in needles if n}:
+        latin = not has_cjk(needle) and needle[:1].isalnum()
+        pos = lower.find(needle)
+        while pos >= 0:
+            end = pos + len(needle)
+            if latin:
+                # A Latin needle is a word start ("paint" marks all of "painting").
+                if pos > 0 and _is_latin_alnum(lower[pos - 1]):
+                    pos = lower.find(needle, pos + 1)
+                    continue
+                while end < len(lower) and _is_latin_alnum(lower[end]):
+                    end += 1
+            spans.append((pos, end))
+            pos = lower.find(needle, pos + 1)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    begin = max(0, merged[0][0] - width // 3) if merged else 0
+    stop = min(len(text), begin + width)
+    out = ["..." if begin > 0 else ""]
+    cursor = begin
+    for start, end in merged:
+        if end <= begin or start >= stop:
+            continue
+        start, end = max(start, begin), min(end, stop)
+        out += [text[cursor:start], ">>>", text[start:end], "<<<"]
+        cursor = end
+    out += [text[cursor:stop], "..." if stop < len(text) else ""]
+    return "".join(out)
+
+
+def _is_latin_alnum(ch: str) -> bool:
+    # CJK characters are alphanumeric too, but a Latin word glued to CJK ends there.
+    return ch.isalnum() and not has_cjk(ch)
+
+
+def _context(
+    conn: sqlite3.Connection, session_id: str, message_id: int, filters: Filters
+) -> list[dict[str, str]]:
+    visible = "" if filters.include_inactive else " AND (active = 1 OR compacted = 1)"
+    out: list[dict[str, str]] = []
+    for op, direction in (("<", "DESC"), (">", "ASC")):
+        row = conn.execute(
+            f"SELECT role, content FROM messages WHERE session_id = ? AND id {op} ?{visible} "
+            f"ORDER BY id {direction} LIMIT 1",
+            (session_id, message_id),
+        ).fetchone()
+        if row is not None:
+            out.append({"role": row[0], "content": text_of(row[1])[:_CONTEXT_CHARS]})
+    return out

@@ -1,0 +1,222 @@
+"""Tests for memstrata.query: natural-language and explicit queries compiled for each index."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memstrata import migrations
+from memstrata.query import (
+    INDEXES,
+    MAX_QUERY_CHARS,
+    clean_text,
+    compile_query,
+    plain_or_query,
+)
+
+TABLES = {"word": "messages_fts", "trigram": "messages_fts_trigram", "cjk": "messages_fts_cjk"}
+
+CORPUS = [
+    "How do I deploy the docker container to staging?",
+    "Edit my-app.config.ts and set P2.2 to true; C++ and C# both work",
+    "我想修改youer服务端的配置",
+    "好的，服务端配置在 config/user_ids.py 里",
+    "getUserById returns null when the cache is cold",
+    "Caroline went to the LGBTQ support group yesterday",
+]
+
+
+@pytest.fixture(scope="module")
+def conn() -> Iterator[sqlite3.Connection]:
+    """A small migrated database holding CORPUS, shared by the property test."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    migrations.register_functions(db)
+    migrations.migrate(db)
+    db.execute("INSERT INTO sessions(id, source, started_at) VALUES ('s', 'cli', 0)")
+    for i, text in enumerate(CORPUS):
+        db.execute(
+            "INSERT INTO messages(session_id, role, content, timestamp) VALUES ('s', 'user', ?, ?)",
+            (text, i),
+        )
+    yield db
+    db.close()
+
+
+def matches(conn: sqlite3.Connection, query: str) -> dict[str, set[int]]:
+    """Rowids each index returns for the compiled query."""
+    compiled = compile_query(query)
+    out: dict[str, set[int]] = {}
+    for index in INDEXES:
+        expr = compiled.match[index]
+        table = TABLES[index]
+        out[index] = (
+            set()
+            if expr is None
+            else {
+                r[0]
+                for r in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expr,))
+            }
+        )
+    return out
+
+
+def found(conn: sqlite3.Connection, query: str) -> set[int]:
+    """Union of the rowids of every index."""
+    return set().union(*matches(conn, query).values())
+
+
+def test_natural_question_drops_stopwords_and_ors_terms() -> None:
+    """A question becomes the OR of its quoted content words, without `?` or stopwords."""
+    compiled = compile_query("When did Caroline go to the LGBTQ support group?")
+    assert compiled.match["word"] == '("caroline" OR "go" OR "lgbtq" OR "support" OR "group")'
+    assert not compiled.explicit
+
+
+def test_possessive_and_edge_punctuation_are_stripped() -> None:
+    """`Caroline's` and `(docker),` search for the bare words."""
+    assert compile_query("Caroline's (docker),").match["word"] == '("caroline" OR "docker")'
+
+
+def test_only_stopwords_are_kept() -> None:
+    """A query made only of stopwords still searches for them."""
+    assert compile_query("the who").match["word"] == '("the" OR "who")'
+
+
+@pytest.mark.parametrize(
+    ("query", "row"),
+    [("foo-bar", None), ("P2.2", 1), ("my-app.config.ts", 1), ("C++", 1), ("C#", 1)],
+)
+def test_punctuated_terms_never_error(
+    conn: sqlite3.Connection, query: str, row: int | None
+) -> None:
+    """Hyphenated, dotted and symbol terms compile to valid FTS5 and find their message."""
+    hits = found(conn, query)
+    if row is not None:
+        assert row + 1 in hits
+
+
+def test_code_terms_use_the_trigram_index(conn: sqlite3.Connection) -> None:
+    """A partial identifier the word index cannot see is found as a substring."""
+    assert matches(conn, "user_id")["trigram"] == {4}
+    assert matches(conn, "getUser")["word"] == set()
+    assert matches(conn, "getUser")["trigram"] == {5}
+    assert compile_query("docker").match["trigram"] is None
+
+
+def test_explicit_operators_keep_their_meaning(conn: sqlite3.Connection) -> None:
+    """Uppercase AND and NOT constrain the match instead of being ORed."""
+    assert found(conn, "docker AND staging") == {1}
+    assert found(conn, "docker AND caroline") == set()
+    assert found(conn, "support NOT caroline") == set()
+    assert found(conn, "docker OR caroline") == {1, 6}
+
+
+def test_phrase_and_prefix(conn: sqlite3.Connection) -> None:
+    """Quoted phrases match in order and `prefix*` matches word starts."""
+    assert found(conn, '"support group"') == {6}
+    assert found(conn, '"group support"') == set()
+    assert found(conn, "deplo*") == {1}
+    assert compile_query("deplo*").explicit
+
+
+@pytest.mark.parametrize(
+    ("query", "word"),
+    [
+        ("docker AND OR staging", '("docker" AND "staging")'),
+        ("docker AND NOT staging", '("docker" NOT "staging")'),
+        ("AND docker OR", '"docker"'),
+        ("NOT docker", None),
+        ("docker NOT", '"docker"'),
+        ('"unbalanced phrase', '("unbalanced" OR "phrase")'),
+        ("*", None),
+        ("***docker", '"docker"'),
+        ("TODO: fix {test} (now) ^x", '("todo" OR "fix" OR "test" OR "x")'),
+    ],
+)
+def test_malformed_syntax_is_repaired(query: str, word: str | None) -> None:
+    """Dangling, doubled and unbalanced syntax is repaired into a valid query."""
+    assert compile_query(query).match["word"] == word
+
+
+def test_cjk_two_chars_is_a_token_and_one_char_a_prefix(conn: sqlite3.Connection) -> None:
+    """A 2-character CJK word is one bigram; a single character is a prefix query."""
+    assert compile_query("服务").match["cjk"] == '"服务"'
+    assert compile_query("服").match["cjk"] == '"服"*'
+    assert matches(conn, "服务")["cjk"] == {3, 4}
+    assert matches(conn, "端")["cjk"] == {3, 4}
+    assert matches(conn, "配")["cjk"] == {3, 4}
+
+
+def test_cjk_three_chars_is_a_bigram_phrase(conn: sqlite3.Connection) -> None:
+    """A 3-character CJK word matches as the phrase of its bigrams."""
+    assert compile_query("服务端").match["cjk"] == '"服务 务端"'
+    assert matches(conn, "服务端")["cjk"] == {3, 4}
+    assert matches(conn, "端服务")["cjk"] == set()
+
+
+def test_long_cjk_run_ors_its_bigrams(conn: sqlite3.Connection) -> None:
+    """An unbroken CJK sentence is searched by its bigrams, not verbatim."""
+    expr = compile_query("我想知道服务端配置").match["cjk"]
+    assert expr is not None and " OR " in expr
+    assert matches(conn, "我想知道服务端配置")["cjk"] == {3, 4}
+
+
+def test_latin_glued_to_cjk_is_found(conn: sqlite3.Connection) -> None:
+    """`youer` finds `修改youer服务端` through the bigram index."""
+    assert matches(conn, "youer")["cjk"] == {3}
+    assert matches(conn, "修改youer")["cjk"] == {3}
+    assert matches(conn, "youer服")["cjk"] == {3}
+
+
+def test_length_is_capped() -> None:
+    """Queries are cut at MAX_QUERY_CHARS before compiling."""
+    assert len(clean_text("x" * (MAX_QUERY_CHARS + 500))) == MAX_QUERY_CHARS
+
+
+def test_control_characters_and_surrogates_become_spaces() -> None:
+    """NUL, controls and lone surrogates never reach SQLite."""
+    assert clean_text("a\x00b\ud800c\u200bd") == "a b c d"
+
+
+def test_blank_query_is_empty() -> None:
+    """Blank or punctuation-only input compiles to nothing."""
+    for q in ["", "   ", "?!", '""', "* ^ ()", None]:
+        assert compile_query(q).is_empty
+
+
+def test_plain_or_baseline() -> None:
+    """The baseline ORs every word, stopwords included."""
+    assert plain_or_query("What did she paint?") == '"what" OR "did" OR "she" OR "paint"'
+    assert plain_or_query("???") is None
+
+
+_PIECES = st.sampled_from(
+    [
+        "AND", "OR", "NOT", "and", "NEAR", "NEAR(", '"', "*", "(", ")", ":", "^", "{", "}",
+        "-", "+", "C++", "foo-bar", "P2.2", "user_id", "修改", "服", "服务端", "youer服务",
+        "docker", "caroline", "\x00", "\ud800", "'", "\\", "col:", "a*b", "**", "NOT NOT",
+    ]
+)  # fmt: skip
+_QUERIES = st.one_of(
+    st.text(max_size=80),
+    st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=12).map(" ".join),
+    st.lists(st.one_of(_PIECES, st.text(max_size=4)), max_size=12).map("".join),
+)
+
+
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=_QUERIES)
+def test_any_string_compiles_and_runs_without_error(conn: sqlite3.Connection, query: str) -> None:
+    """Every index accepts the compiled expression of any unicode string."""
+    compiled = compile_query(query)
+    for index in INDEXES:
+        expr = compiled.match[index]
+        if expr is not None:
+            table = TABLES[index]
+            conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expr,)).fetchall()
