@@ -1,0 +1,420 @@
+"""MemoryManager: registration, tool routing, bounded prefetch, ordered background sync."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from memstrata.config import Config
+from memstrata.errors import ConfigError, ProviderError
+from memstrata.manager import MemoryManager, normalize_tool_schema
+from memstrata.memory import FileMemory
+from memstrata.providers import MemoryProvider, MemoryWriteMetadata
+
+
+class Recorder(MemoryProvider):
+    """A provider that records every hook call and answers from fixed values."""
+
+    name: ClassVar[str] = "recorder"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        block: str = "",
+        recall: str = "",
+    ) -> None:
+        if name is not None:
+            self.name = name  # type: ignore[misc]
+        self.tools = list(tools)
+        self.block = block
+        self.recall = recall
+        self.events: list[tuple[str, Any]] = []
+        self.synced: list[tuple[str, str]] = []
+        self.writes: list[tuple[str, str, str, MemoryWriteMetadata | None]] = []
+
+    def is_available(self) -> bool:
+        return True
+
+    def initialize(
+        self,
+        session_id: str,
+        *,
+        home: Path,
+        platform: str = "cli",
+        agent_context: str = "primary",
+        user_id: str | None = None,
+        session_title: str | None = None,
+        **extra: Any,
+    ) -> None:
+        self.events.append(("initialize", (session_id, home, platform, agent_context, extra)))
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return self.tools
+
+    def system_prompt_block(self) -> str:
+        return self.block
+
+    def prefetch(self, query: str, *, session_id: str) -> str:
+        self.events.append(("prefetch", (query, session_id)))
+        return self.recall
+
+    def sync_turn(
+        self,
+        user: str,
+        assistant: str,
+        *,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.synced.append((user, assistant))
+
+    def handle_tool_call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        if args.get("fail"):
+            raise RuntimeError("backend down")
+        return {"handled_by": self.name, "tool": name, "args": dict(args)}
+
+    def on_memory_write(
+        self,
+        action: str,
+        target: str,
+        content: str,
+        *,
+        metadata: MemoryWriteMetadata | None = None,
+    ) -> None:
+        self.writes.append((action, target, content, metadata))
+
+    def on_pre_compress(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        return f"{self.name} keeps {len(messages)}"
+
+    def on_session_switch(
+        self, new_session_id: str, *, parent_session_id: str | None, reset: bool, reason: str
+    ) -> None:
+        self.events.append(("switch", (new_session_id, parent_session_id, reset, reason)))
+
+    def on_delegation(self, task: str, result: str, *, child_session_id: str) -> None:
+        self.events.append(("delegation", (task, result, child_session_id)))
+
+    def shutdown(self) -> None:
+        self.events.append(("shutdown", None))
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+@pytest.fixture
+def manager(memstrata_home: Path) -> MemoryManager:
+    return MemoryManager(memory=FileMemory(memstrata_home), external_prefetch_timeout=0.2)
+
+
+def test_builtin_is_first_and_cannot_be_removed(manager: MemoryManager) -> None:
+    """The built-in provider is registered first and removing it is refused."""
+    assert manager.provider_names == ["builtin"]
+    assert manager.add_provider(Recorder())
+    assert manager.provider_names == ["builtin", "recorder"]
+    with pytest.raises(ProviderError, match="cannot be removed"):
+        manager.remove_provider("builtin")
+    assert manager.remove_provider("recorder").name == "recorder"  # type: ignore[attr-defined]
+    with pytest.raises(ProviderError, match="No memory provider named 'recorder'"):
+        manager.remove_provider("recorder")
+
+
+def test_second_external_provider_is_refused_with_a_warning(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only one external provider runs by default; a second is refused and logged."""
+    assert manager.add_provider(Recorder("first"))
+    with caplog.at_level(logging.WARNING, logger="memstrata.manager"):
+        assert manager.add_provider(Recorder("second")) is False
+    assert "allow_multiple_providers" in caplog.text
+    assert manager.provider_names == ["builtin", "first"]
+
+
+def test_config_allows_several_providers_routed_by_name(memstrata_home: Path) -> None:
+    """memory.allow_multiple_providers = true lets several run, each tool to its owner."""
+    (memstrata_home / "config.toml").write_text("[memory]\nallow_multiple_providers = true\n")
+    manager = MemoryManager(config=Config.load(memstrata_home))
+    assert manager.add_provider(Recorder("a", tools=[tool("a_search")]))
+    assert manager.add_provider(Recorder("b", tools=[tool("b_search")]))
+    assert json.loads(manager.handle_tool_call("a_search", {}))["handled_by"] == "a"
+    assert json.loads(manager.handle_tool_call("b_search", {}))["handled_by"] == "b"
+
+
+def test_duplicate_and_reserved_names_are_refused(manager: MemoryManager) -> None:
+    """A second provider with a taken name, or named 'builtin', is refused."""
+    manager.allow_multiple = True
+    assert manager.add_provider(Recorder("x"))
+    assert manager.add_provider(Recorder("x")) is False
+    assert manager.add_provider(Recorder("builtin")) is False
+
+
+def test_tool_schemas_are_normalised_and_collisions_dropped(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Wrapped and bare schemas are accepted, nameless ones and core-name clashes dropped."""
+    manager.allow_multiple = True
+    bare = {"name": "r_bare", "description": "bare", "parameters": {"type": "object"}}
+    first = Recorder(
+        "first",
+        tools=[tool("r_wrapped"), bare, {"description": "no name"}, tool("memory"), tool("dup")],
+    )
+    with caplog.at_level(logging.WARNING, logger="memstrata.manager"):
+        manager.add_provider(first)
+        manager.add_provider(Recorder("second", tools=[tool("dup"), tool("session_search")]))
+    assert manager.tool_names() == ["memory", "r_wrapped", "r_bare", "dup"]
+    assert "collides with a core tool" in caplog.text
+    assert "first registration wins" in caplog.text
+    schemas = manager.get_tool_schemas(include_builtin=False)
+    assert [s["function"]["name"] for s in schemas] == ["r_wrapped", "r_bare", "dup"]
+    assert all(s["type"] == "function" for s in schemas)
+    assert json.loads(manager.handle_tool_call("dup", {}))["handled_by"] == "first"
+    assert json.loads(manager.handle_tool_call("memory", {"action": "read"}))["success"]
+
+
+def test_normalize_tool_schema() -> None:
+    """The OpenAI envelope is unwrapped and a nameless schema gives None."""
+    assert normalize_tool_schema(tool("x")) == {"name": "x", "parameters": {"type": "object"}}
+    assert normalize_tool_schema({"name": "y"}) == {"name": "y"}
+    assert normalize_tool_schema({"type": "function", "function": {"name": ""}}) is None
+    assert normalize_tool_schema("nope") is None
+
+
+def test_tool_call_errors_come_back_as_text(manager: MemoryManager) -> None:
+    """Unknown tools, bad JSON and provider exceptions become model-facing error JSON."""
+    manager.add_provider(Recorder(tools=[tool("rec_search")]))
+    unknown = json.loads(manager.handle_tool_call("nope", {}))
+    assert unknown == {"success": False, "error": "No memory provider handles tool 'nope'"}
+    failed = json.loads(manager.handle_tool_call("rec_search", {"fail": True}))
+    assert failed["error"] == "Memory tool 'rec_search' failed: backend down"
+    bad_json = json.loads(manager.handle_tool_call("rec_search", "{not json"))
+    assert bad_json["error"].startswith("Memory tool 'rec_search' failed: arguments are not")
+
+
+def test_system_prompt_joins_non_empty_blocks(memstrata_home: Path) -> None:
+    """build_system_prompt joins the built-in snapshot and provider blocks by a blank line."""
+    memory = FileMemory(memstrata_home)
+    memory.add("user", "Name is Ada.")
+    memory.load()
+    manager = MemoryManager(memory=memory, allow_multiple=True)
+    manager.add_provider(Recorder("empty"))
+    manager.add_provider(Recorder("facts", block="## Facts\nfacts provider is on\n"))
+    prompt = manager.build_system_prompt()
+    assert prompt == memory.snapshot().strip() + "\n\n## Facts\nfacts provider is on"
+
+
+def test_failing_hooks_never_break_the_turn(manager: MemoryManager) -> None:
+    """A provider raising in every hook leaves the others and the turn unaffected."""
+
+    class Broken(Recorder):
+        def system_prompt_block(self) -> str:
+            raise RuntimeError("no")
+
+        def prefetch(self, query: str, *, session_id: str) -> str:
+            raise RuntimeError("no")
+
+        def sync_turn(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("no")
+
+        def on_pre_compress(self, messages: Sequence[Mapping[str, Any]]) -> str:
+            raise RuntimeError("no")
+
+        def shutdown(self) -> None:
+            raise RuntimeError("shutdown broke")
+
+    manager.allow_multiple = True
+    good = Recorder("good", recall="good recall")
+    manager.add_provider(Broken("broken"))
+    manager.add_provider(good)
+    manager.build_system_prompt()
+    assert manager.prefetch_all("q", session_id="s") == "good recall"
+    manager.sync_all("u", "a", session_id="s")
+    assert manager.on_pre_compress([{}]) == "good keeps 1"
+    assert manager.flush_pending(10)
+    assert good.synced == [("u", "a")]
+    report = manager.shutdown_all()
+    assert report.shutdown_errors == ("broken: shutdown broke",)
+
+
+def test_initialize_all_passes_context_and_disables_failures(manager: MemoryManager) -> None:
+    """initialize_all hands every provider the home and context; a failing one is removed."""
+
+    class FailsInit(Recorder):
+        def initialize(self, session_id: str, **kwargs: Any) -> None:  # type: ignore[override]
+            raise RuntimeError("no key")
+
+    manager.allow_multiple = True
+    ok = Recorder("ok", tools=[tool("ok_t")])
+    manager.add_provider(ok)
+    manager.add_provider(FailsInit("bad", tools=[tool("bad_t")]))
+    assert manager.initialize_all("s1", platform="mcp", chat_id="7") == ["bad"]
+    assert ok.events[0] == (
+        "initialize",
+        ("s1", manager.config.home, "mcp", "primary", {"chat_id": "7"}),
+    )
+    assert manager.provider_names == ["builtin", "ok"]
+    assert not manager.has_tool("bad_t")
+
+
+class Hanging(Recorder):
+    """prefetch blocks until released."""
+
+    def __init__(self) -> None:
+        super().__init__("hanging")
+        self.release = threading.Event()
+        self.entered = 0
+
+    def prefetch(self, query: str, *, session_id: str) -> str:
+        self.entered += 1
+        self.release.wait(30)
+        return f"late answer to {query}"
+
+
+def test_hanging_prefetch_is_bounded_skipped_then_resumed(manager: MemoryManager) -> None:
+    """A hung prefetch costs at most the timeout, is skipped while stuck, and resumes later."""
+    hanging = Hanging()
+    manager.add_provider(hanging)
+    started = time.monotonic()
+    assert manager.prefetch_all("turn 1", session_id="s") == ""
+    assert time.monotonic() - started < 2.0  # timeout is 0.2 s; generous margin
+    assert hanging.entered == 1
+
+    started = time.monotonic()
+    assert manager.prefetch_all("turn 2", session_id="s") == ""
+    assert time.monotonic() - started < 2.0
+    assert hanging.entered == 1  # still stuck: not called again
+    assert manager.stuck_prefetches() == ["hanging"]
+
+    hanging.release.set()
+    deadline = time.monotonic() + 10
+    while manager.stuck_prefetches() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert manager.prefetch_all("turn 3", session_id="s") == "late answer to turn 3"
+    assert hanging.entered == 2
+    assert manager.shutdown_all().stuck_prefetch == ()
+
+
+def test_prefetch_results_are_joined(manager: MemoryManager) -> None:
+    """Recall from several providers is joined by a blank line, blank answers skipped."""
+    manager.allow_multiple = True
+    manager.add_provider(Recorder("a", recall="from a\n"))
+    manager.add_provider(Recorder("b", recall="   "))
+    manager.add_provider(Recorder("c", recall="from c"))
+    assert manager.prefetch_all("q", session_id="s") == "from a\n\nfrom c"
+
+
+def test_a_thousand_synced_turns_arrive_in_order(manager: MemoryManager) -> None:
+    """sync_all returns at once and every provider sees turns strictly in submission order."""
+    manager.allow_multiple = True
+    first, second = Recorder("one"), Recorder("two")
+    manager.add_provider(first)
+    manager.add_provider(second)
+    for n in range(1000):
+        manager.sync_all(f"user {n}", f"assistant {n}", session_id="s")
+        if n % 100 == 0:
+            manager.queue_prefetch_all(f"next {n}", session_id="s")
+    assert manager.flush_pending(60)
+    expected = [(f"user {n}", f"assistant {n}") for n in range(1000)]
+    assert first.synced == expected
+    assert second.synced == expected
+    assert manager.pending() == {"sync": 0, "prefetch": 0, "write": 0}
+
+
+def test_shutdown_reports_abandoned_work_and_reverses_order(memstrata_home: Path) -> None:
+    """A stuck sync is abandoned after the drain timeout, counted, and shutdown still runs."""
+    order: list[str] = []
+    gate = threading.Event()
+
+    class Stuck(Recorder):
+        def sync_turn(self, *args: Any, **kwargs: Any) -> None:
+            gate.wait(30)
+
+        def shutdown(self) -> None:
+            order.append(self.name)
+
+    class Plain(Recorder):
+        def shutdown(self) -> None:
+            order.append(self.name)
+
+    manager = MemoryManager(
+        memory=FileMemory(memstrata_home), sync_drain_timeout=0.2, allow_multiple=True
+    )
+    manager.add_provider(Plain("first"))
+    manager.add_provider(Stuck("second"))
+    for n in range(3):
+        manager.sync_all(f"u{n}", f"a{n}", session_id="s")
+    manager.queue_prefetch_all("q", session_id="s")
+    report = manager.shutdown_all()
+    gate.set()
+    assert report.drained is False
+    assert report.abandoned_syncs == 3
+    assert report.abandoned_prefetches == 1
+    assert order == ["second", "first"]
+    assert manager.shutdown_all() is report
+    manager.sync_all("after", "shutdown", session_id="s")  # dropped, not raised
+    assert manager.pending()["sync"] <= 3
+
+
+def test_memory_writes_are_mirrored_with_provenance(manager: MemoryManager) -> None:
+    """A batch through the memory tool reaches external providers one operation at a time."""
+    recorder = Recorder()
+    manager.add_provider(recorder)
+    manager.initialize_all("s1")
+    manager.handle_tool_call(
+        "memory", {"action": "add", "target": "user", "content": "Prefers tea."}
+    )
+    manager.handle_tool_call(
+        "memory",
+        {
+            "target": "memory",
+            "operations": [
+                {"action": "add", "content": "Uses SQLite."},
+                {"action": "add", "content": "Deploys Fridays."},
+                {"action": "replace", "old_text": "SQLite", "content": "Uses PostgreSQL."},
+            ],
+        },
+    )
+    manager.handle_tool_call("memory", {"action": "remove", "target": "memory", "old_text": "nope"})
+    manager.notify_memory_write("remove", "memory", "", origin="cli", old_text="Fridays")
+    assert manager.flush_pending(10)
+    summary = [(a, t, c, m.origin if m else None) for a, t, c, m in recorder.writes]
+    assert summary == [
+        ("add", "user", "Prefers tea.", "tool"),
+        ("add", "memory", "Uses SQLite.", "tool"),
+        ("add", "memory", "Deploys Fridays.", "tool"),
+        ("replace", "memory", "Uses PostgreSQL.", "tool"),
+        ("remove", "memory", "", "cli"),
+    ]
+    batch_meta = [m for _, _, _, m in recorder.writes[1:4]]
+    assert [(m.batch_index, m.batch_size) for m in batch_meta if m] == [(0, 3), (1, 3), (2, 3)]
+    assert batch_meta[2] is not None and batch_meta[2].old_text == "SQLite"
+    assert all(m is not None and m.session_id == "s1" for _, _, _, m in recorder.writes)
+
+
+def test_lifecycle_fan_outs(manager: MemoryManager) -> None:
+    """Session switch, delegation and pre-compress reach every external provider."""
+    recorder = Recorder()
+    manager.add_provider(recorder)
+    manager.on_session_switch("s2", parent_session_id="s1", reset=False, reason="compression")
+    manager.on_delegation("summarise", "done", child_session_id="child")
+    manager.on_session_end([{"role": "user", "content": "bye"}])
+    assert ("switch", ("s2", "s1", False, "compression")) in recorder.events
+    assert ("delegation", ("summarise", "done", "child")) in recorder.events
+    assert manager.session_id == "s2"
+    assert manager.on_pre_compress([{}, {}]) == "recorder keeps 2"
+
+
+def test_timeouts_must_be_positive(memstrata_home: Path) -> None:
+    """A zero or negative timeout is refused with the argument named."""
+    with pytest.raises(ConfigError, match="external_prefetch_timeout"):
+        MemoryManager(memory=FileMemory(memstrata_home), external_prefetch_timeout=0)
+    with pytest.raises(ConfigError, match="sync_drain_timeout"):
+        MemoryManager(memory=FileMemory(memstrata_home), sync_drain_timeout=-1)
