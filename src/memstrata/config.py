@@ -46,6 +46,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "lock_timeout": 10.0,
         # External memory provider by name ("" = none; see `memstrata plugins list`).
         "provider": "",
+        # Let MemoryManager run several external providers at once (tools routed by
+        # name). Off by default: two recall sources double the prompt text per turn.
+        "allow_multiple_providers": False,
     },
     "store": {
         # SQLite durability: "normal" (WAL + synchronous=NORMAL: never corrupts, survives any
@@ -72,8 +75,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "protect_last_n": 6,
         # Keep one session id and archive old rows instead of splitting the session.
         "in_place": False,
+        # Share of the threshold's tokens the protected tail may use (the last user message
+        # is kept whatever it costs).
+        "tail_token_ratio": 0.2,
+        # Seconds the summary model rests after a failure (fallback summaries meanwhile);
+        # timeouts and unreachable endpoints escalate x1, x5, x15.
+        "failure_cooldown": 60.0,
     },
     "llm": {
+        # "openai" (any OpenAI-compatible endpoint) or "anthropic" (needs memstrata[anthropic]).
+        "provider": "openai",
         # OpenAI-compatible endpoint; OPENAI_BASE_URL / OPENAI_API_KEY / MEMSTRATA_MODEL also work.
         "base_url": "",
         "api_key": "",
@@ -82,8 +93,25 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "summary_model": "",
         "compression_model": "",
         "curator_model": "",
+        # Model for /v1/embeddings at the same endpoint; "" = no embeddings.
+        "embedding_model": "",
         "timeout": 60.0,
         "max_retries": 2,
+    },
+    "mem0": {
+        # mem0 user whose memories are read and written when the agent passes no user id
+        # (a gateway passes each chat user's id, which wins). Whitespace becomes "_".
+        "user_id": "memstrata",
+        # Memories recalled into each turn (and the default of the mem0_search tool).
+        "top_k": 5,
+        # Vector size of llm.embedding_model (1536 for text-embedding-3-small). Fixed when
+        # the store is created: changing it later needs a new qdrant_path.
+        "embedding_dims": 1536,
+        # Embedded Qdrant folder; "" = $MEMSTRATA_HOME/mem0/qdrant. One process at a time.
+        "qdrant_path": "",
+        # Qdrant server URL instead of the embedded folder (several processes share it).
+        "qdrant_url": "",
+        "qdrant_api_key": "",
     },
 }
 

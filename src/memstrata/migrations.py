@@ -67,7 +67,10 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             reasoning_tokens INTEGER NOT NULL DEFAULT 0,
             estimated_cost_usd REAL,
             title TEXT,
-            archived INTEGER NOT NULL DEFAULT 0
+            archived INTEGER NOT NULL DEFAULT 0,
+            -- Timestamp of the newest message, kept by the store on every append, so that a
+            -- listing ordered by activity reads sessions only, never the messages table.
+            last_active REAL
         );
         CREATE UNIQUE INDEX idx_sessions_title_unique ON sessions(title)
             WHERE title IS NOT NULL;
@@ -94,31 +97,15 @@ def m001_initial(conn: sqlite3.Connection) -> None:
             compacted INTEGER NOT NULL DEFAULT 0
         );
         CREATE INDEX idx_messages_session ON messages(session_id, id);
+        CREATE INDEX idx_messages_session_ts ON messages(session_id, timestamp);
         CREATE INDEX idx_messages_timestamp ON messages(timestamp);
 
         CREATE TABLE state_meta (key TEXT PRIMARY KEY, value TEXT);
 
-        -- Word index (unicode61). External content: the text lives once, in messages.
-        CREATE VIRTUAL TABLE messages_fts USING fts5(
-            content, tool_name, tool_calls,
-            content='messages', content_rowid='id',
-            tokenize='unicode61 remove_diacritics 2'
-        );
-        -- Substring index (trigram): identifiers, paths, partial words, CJK of 3+ chars.
-        CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(
-            content, tool_name, tool_calls,
-            content='messages', content_rowid='id',
-            tokenize='trigram'
-        );
-        -- CJK bigram index, contentless: its text is derived by memstrata_cjk_terms, a
-        -- deterministic function, so a delete can hand back exactly the inserted tokens.
-        -- Rows without CJK are never inserted (nor deleted), keeping its statistics exact.
-        CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(
-            terms, content='', tokenize='unicode61 remove_diacritics 0'
-        );
         """,
     )
-    _create_index_triggers(conn)
+    create_fts_tables(conn)
+    create_index_triggers(conn)
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -130,36 +117,77 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-def _create_index_triggers(conn: sqlite3.Connection) -> None:
+# The full-text objects, kept apart from m001's tables so that `memstrata sessions reindex`
+# can recreate whichever of them went missing with the same definitions.
+FTS_TABLES: dict[str, str] = {
+    # Word index (unicode61 + Porter stemming, so "painted" finds "painting": measured on
+    # LoCoMo session recall, benchmarks/results/recall.md). External content: the text
+    # lives once, in messages.
+    "messages_fts": (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5("
+        "content, tool_name, tool_calls, content='messages', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    ),
+    # Substring index (trigram): identifiers, paths, partial words, CJK of 3+ chars.
+    "messages_fts_trigram": (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5("
+        "content, tool_name, tool_calls, content='messages', content_rowid='id', "
+        "tokenize='trigram')"
+    ),
+    # CJK bigram index, contentless: its text is derived by memstrata_cjk_terms, a
+    # deterministic function, so a delete can hand back exactly the inserted tokens.
+    # Rows without CJK are never inserted (nor deleted), keeping its statistics exact.
+    "messages_fts_cjk": (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_cjk USING fts5("
+        "terms, content='', tokenize='unicode61 remove_diacritics 0')"
+    ),
+}
+EXTERNAL_CONTENT_TABLES = ("messages_fts", "messages_fts_trigram")
+CJK_TABLE = "messages_fts_cjk"
+
+
+def create_fts_tables(conn: sqlite3.Connection) -> None:
+    """Create the three full-text tables that do not exist yet."""
+    for sql in FTS_TABLES.values():
+        conn.execute(sql)
+
+
+def index_trigger_sql() -> dict[str, str]:
+    """Name -> ``CREATE TRIGGER IF NOT EXISTS`` statement of every index trigger."""
     cols = ", ".join(INDEXED_COLUMNS)
     new = ", ".join(f"new.{c}" for c in INDEXED_COLUMNS)
     old = ", ".join(f"old.{c}" for c in INDEXED_COLUMNS)
-    statements = []
-    for table in ("messages_fts", "messages_fts_trigram"):
+    bodies: dict[str, tuple[str, str]] = {}
+    for table in EXTERNAL_CONTENT_TABLES:
         ins = f"INSERT INTO {table}(rowid, {cols}) VALUES (new.id, {new});"
         dele = f"INSERT INTO {table}({table}, rowid, {cols}) VALUES ('delete', old.id, {old});"
-        statements += [
-            f"CREATE TRIGGER {table}_ai AFTER INSERT ON messages BEGIN {ins} END;",
-            f"CREATE TRIGGER {table}_ad AFTER DELETE ON messages BEGIN {dele} END;",
-            f"CREATE TRIGGER {table}_au AFTER UPDATE OF {cols} ON messages BEGIN {dele} {ins} END;",
-        ]
+        bodies[f"{table}_ai"] = ("AFTER INSERT ON messages", ins)
+        bodies[f"{table}_ad"] = ("AFTER DELETE ON messages", dele)
+        # Only an edit of an indexed column touches the index: archiving (active=0) is
+        # an update of other columns and keeps the row searchable.
+        bodies[f"{table}_au"] = (f"AFTER UPDATE OF {cols} ON messages", f"{dele} {ins}")
     cjk_new = f"{CJK_FUNCTION}({new})"
     cjk_old = f"{CJK_FUNCTION}({old})"
     cjk_ins = (
-        f"INSERT INTO messages_fts_cjk(rowid, terms) SELECT new.id, {cjk_new} "
+        f"INSERT INTO {CJK_TABLE}(rowid, terms) SELECT new.id, {cjk_new} "
         f"WHERE {cjk_new} IS NOT NULL;"
     )
     cjk_del = (
-        "INSERT INTO messages_fts_cjk(messages_fts_cjk, rowid, terms) "
+        f"INSERT INTO {CJK_TABLE}({CJK_TABLE}, rowid, terms) "
         f"SELECT 'delete', old.id, {cjk_old} WHERE {cjk_old} IS NOT NULL;"
     )
-    statements += [
-        f"CREATE TRIGGER messages_fts_cjk_ai AFTER INSERT ON messages BEGIN {cjk_ins} END;",
-        f"CREATE TRIGGER messages_fts_cjk_ad AFTER DELETE ON messages BEGIN {cjk_del} END;",
-        f"CREATE TRIGGER messages_fts_cjk_au AFTER UPDATE OF {cols} ON messages "
-        f"BEGIN {cjk_del} {cjk_ins} END;",
-    ]
-    for sql in statements:
+    bodies[f"{CJK_TABLE}_ai"] = ("AFTER INSERT ON messages", cjk_ins)
+    bodies[f"{CJK_TABLE}_ad"] = ("AFTER DELETE ON messages", cjk_del)
+    bodies[f"{CJK_TABLE}_au"] = (f"AFTER UPDATE OF {cols} ON messages", f"{cjk_del} {cjk_ins}")
+    return {
+        name: f"CREATE TRIGGER IF NOT EXISTS {name} {when} BEGIN {body} END"
+        for name, (when, body) in bodies.items()
+    }
+
+
+def create_index_triggers(conn: sqlite3.Connection) -> None:
+    """Create the index triggers that do not exist yet."""
+    for sql in index_trigger_sql().values():
         conn.execute(sql)
 
 
@@ -205,3 +233,35 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             "Upgrade memstrata: pip install -U memstrata."
         )
     return done_now
+
+
+@migration
+def m002_summary_cache(conn: sqlite3.Connection) -> None:
+    # Query-focused summaries of past conversations (session_search). Keyed by the
+    # conversation's tip, how many messages it had and its last message id, and the
+    # normalised query: a conversation that grows or changes gets a fresh summary, an
+    # unchanged one is recalled for free.
+    _run_script(
+        conn,
+        """
+        CREATE TABLE summary_cache (
+            tip_session_id TEXT NOT NULL,
+            root_session_id TEXT NOT NULL,
+            message_count INTEGER NOT NULL,
+            last_message_id INTEGER NOT NULL,
+            query TEXT NOT NULL,
+            model TEXT NOT NULL DEFAULT '',
+            summary TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (tip_session_id, message_count, last_message_id, query)
+        );
+        CREATE INDEX idx_summary_cache_root ON summary_cache(root_session_id);
+        """,
+    )
+    # A summary quotes its conversation: deleting or pruning a session must not leave
+    # its content behind here. (One statement: _run_script splits at ";" line ends.)
+    conn.execute(
+        "CREATE TRIGGER summary_cache_session_ad AFTER DELETE ON sessions BEGIN "
+        "DELETE FROM summary_cache WHERE tip_session_id = old.id OR root_session_id = old.id; "
+        "END"
+    )
