@@ -1,0 +1,883 @@
+"""Benchmark memstrata's SQLite session store against Hermes Agent 0.19.0's ``SessionDB``.
+
+Usage::
+
+    python benchmarks/store.py [--sizes 20000,1000000] [--hermes-python PATH]
+                               [--out benchmarks/results/store.md] [--quick]
+
+Measures, for memstrata: append throughput (one ``append_message`` call per message, and
+one ``append_messages`` call per turn) in ``normal`` and ``full`` durability; search
+latency p50/p95 per query class; bytes per message. With ``--hermes-python`` (or the
+``MEMSTRATA_HERMES_PYTHON`` environment variable) naming an interpreter that has
+``hermes-agent`` installed, the same figures for Hermes, produced by
+``benchmarks/hermes_harness.py`` in that interpreter. Every figure is printed with the
+durability (``PRAGMA synchronous``) it was measured under. Results go to a Markdown file
+and a JSON file next to it. Timings are medians: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus  # the benchmark's own generator, importable by path
+
+HERE = Path(__file__).resolve().parent
+
+TARGET_APPEND_RATIO = 20.0
+TARGET_BYTES_RATIO = 0.6
+TARGET_P95_MS = 10.0
+CLASS_LABELS = {
+    "word": "one word",
+    "question": "natural-language question",
+    "phrase": '"phrase"',
+    "prefix": "prefix*",
+    "boolean": "boolean (AND/OR/NOT)",
+    "cjk3": "CJK, 3+ characters",
+    "cjk2": "CJK, 2 characters",
+    "glued": "Latin glued to CJK",
+}
+DURABILITY_NOTE = {
+    "normal": "WAL, synchronous=NORMAL",
+    "full": "WAL, synchronous=FULL",
+}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ------------------------------------------------------------------------------ helpers
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100) of ``values``."""
+    data = sorted(values)
+    if not data:
+        return float("nan")
+    pos = (len(data) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def file_bytes(db: Path) -> dict[str, int]:
+    """Checkpoint the WAL into the database file, then measure the files on disk."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    sizes = {"db": db.stat().st_size}
+    wal = db.with_name(db.name + "-wal")
+    sizes["wal"] = wal.stat().st_size if wal.exists() else 0
+    sizes["total"] = sizes["db"] + sizes["wal"]
+    return sizes
+
+
+def table_bytes(db: Path) -> dict[str, int]:
+    """Bytes per table or index (``dbstat``), FTS shadow tables grouped by their table."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT name, SUM(pgsize) FROM dbstat WHERE aggregate = 1 GROUP BY name"
+        ).fetchall()
+        fts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'"
+            )
+        ]
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        conn.close()
+    out: dict[str, int] = {}
+    for name, size in rows:
+        owner = next(
+            (t for t in sorted(fts, key=len, reverse=True) if name.startswith(t + "_")), None
+        )
+        key = owner or name
+        out[key] = out.get(key, 0) + int(size)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+# ------------------------------------------------------------------------------ memstrata
+def _store_cls() -> Any:
+    # fulltext is imported lazily by search_messages; import it now so the whole run uses
+    # the code as it was when the run started.
+    import memstrata.fulltext  # noqa: F401
+    from memstrata.store import SessionStore
+
+    return SessionStore
+
+
+def source_version() -> str:
+    """memstrata's version and, in a git checkout, the commit (``+dirty`` with local edits)."""
+    import memstrata
+
+    root = Path(memstrata.__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return memstrata.__version__
+    return f"{memstrata.__version__} (commit {rev}{' with local changes' if dirty else ''})"
+
+
+@contextlib.contextmanager
+def open_store(path: Path, durability: str) -> Iterator[Any]:
+    store = _store_cls()(path, durability=durability)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def store_sync_pragma(store: Any) -> str:
+    """The ``synchronous`` the store's writer connection really uses, read back from SQLite."""
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    with store.write() as conn:
+        value = conn.execute("PRAGMA synchronous").fetchone()[0]
+    return names.get(value, str(value))
+
+
+def _append_kwargs(m: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "tool_name": m["tool_name"],
+        "tool_calls": m["tool_calls"],
+        "timestamp": m["timestamp"],
+    }
+
+
+def ours_append(
+    path: Path, n: int, durability: str, mode: str, id_prefix: str = ""
+) -> dict[str, Any]:
+    """Append the first ``n`` corpus messages: per message, or one batch per turn."""
+    sessions = list(corpus.generate(n))
+    with open_store(path, durability) as store:
+        for s in sessions:
+            store.create_session(id_prefix + s.id, source=s.source)
+        sync = store_sync_pragma(store)
+        count = 0
+        cpu = time.process_time()
+        start = time.perf_counter()
+        for s in sessions:
+            sid = id_prefix + s.id
+            if mode == "message":
+                for m in s.messages:
+                    store.append_message(sid, m["role"], m["content"], **_append_kwargs(m))
+                    count += 1
+            else:
+                for turn in s.turns:
+                    store.append_messages(sid, turn)
+                    count += len(turn)
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+    return {"messages": count, "seconds": seconds, "cpu_seconds": cpu, "synchronous": sync}
+
+
+def ours_build(path: Path, n: int) -> dict[str, Any]:
+    """Load the ``n``-message corpus: one ``append_messages`` call (transaction) per session."""
+    start = time.perf_counter()
+    stats = corpus.Stats()
+    with open_store(path, "normal") as store:
+        for s in corpus.generate(n):
+            stats.add(s)
+            store.create_session(s.id, source=s.source)
+            store.append_messages(s.id, s.messages)
+        load_seconds = time.perf_counter() - start
+        maintenance = "none"
+        for name in ("optimize_fts", "optimize"):
+            fn = getattr(store, name, None)
+            if callable(fn):
+                fn()
+                maintenance = f"store.{name}()"
+                break
+        sync = store_sync_pragma(store)
+    return {
+        "messages": stats.messages,
+        "seconds": time.perf_counter() - start,
+        "load_seconds": load_seconds,
+        "maintenance": maintenance,
+        "synchronous": sync,
+        "corpus": stats.as_dict(),
+    }
+
+
+def time_queries(
+    search: Callable[[str], int], queries: dict[str, list[str]], repeats: int, slow_s: float
+) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cls, qs in queries.items():
+        rows = []
+        for q in qs:
+            times: list[float] = []
+            hits = 0
+            for i in range(repeats):
+                t0 = time.perf_counter()
+                hits = search(q)
+                times.append(time.perf_counter() - t0)
+                if i == 0 and times[0] > slow_s:
+                    break
+            rows.append({"query": q, "times": times, "hits": hits})
+        out[cls] = rows
+    return out
+
+
+def ours_search(path: Path, queries: dict[str, list[str]], repeats: int) -> dict[str, Any]:
+    with open_store(path, "normal") as store:
+        store.search_messages("warmup", limit=20)
+        return time_queries(
+            lambda q: len(store.search_messages(q, limit=20)), queries, repeats, slow_s=0.5
+        )
+
+
+def summarize_classes(classes: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for cls, rows in classes.items():
+        medians = [statistics.median(r["times"]) * 1000 for r in rows]
+        slowest = max(rows, key=lambda r: statistics.median(r["times"]))
+        out[cls] = {
+            "queries": len(rows),
+            "with_hits": sum(1 for r in rows if r["hits"] > 0),
+            "p50_ms": percentile(medians, 50),
+            "p95_ms": percentile(medians, 95),
+            "max_ms": max(medians),
+            "slowest_query": slowest["query"],
+            "single_run_queries": sum(1 for r in rows if len(r["times"]) == 1),
+        }
+    return out
+
+
+# ------------------------------------------------------------------------------ hermes
+class Hermes:
+    """Runs ``hermes_harness.py`` jobs in the Hermes interpreter, HERMES_HOME in a temp dir."""
+
+    def __init__(self, python: str, home: Path) -> None:
+        self.python = python
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+
+    def start(self, job: dict[str, Any]) -> subprocess.Popen[str]:
+        env = {**os.environ, "HERMES_HOME": str(self.home)}
+        proc = subprocess.Popen(
+            [self.python, str(HERE / "hermes_harness.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+        return proc
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+        assert proc.stdout is not None and proc.stderr is not None
+        out = proc.stdout.read()
+        err = proc.stderr.read()
+        proc.wait()
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"Hermes harness failed ({proc.returncode}): {err[-2000:]}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    def run(self, job: dict[str, Any]) -> dict[str, Any]:
+        return self.finish(self.start(job))
+
+
+def find_hermes(arg: str | None) -> str | None:
+    python = arg or os.environ.get("MEMSTRATA_HERMES_PYTHON")
+    if not python:
+        return None
+    check = subprocess.run(
+        [python, "-c", "import hermes_state"], capture_output=True, text=True, check=False
+    )
+    if check.returncode != 0:
+        log(f"Hermes interpreter {python} cannot import hermes_state; skipping Hermes.")
+        return None
+    return python
+
+
+# ------------------------------------------------------------------------------ runner
+def rate(r: dict[str, Any]) -> float:
+    return float(r["messages"] / r["seconds"]) if r["seconds"] > 0 else float("inf")
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    rates = sorted(rate(r) for r in runs)
+    best = runs[0]
+    return {
+        **best,
+        "runs": len(runs),
+        "rates": rates,
+        "rate": statistics.median(rates),
+        "us_per_message": 1e6 / statistics.median(rates),
+        "cpu_us_per_message": statistics.median(
+            1e6 * r["cpu_seconds"] / r["messages"] for r in runs
+        ),
+    }
+
+
+def bench_append(work: Path, hermes: Hermes | None, n: int, repeats: int) -> list[dict[str, Any]]:
+    """Append throughput into fresh databases, each configuration ``repeats`` times."""
+    rows: list[dict[str, Any]] = []
+    configs = [
+        ("memstrata", "normal", "message"),
+        ("memstrata", "normal", "turn"),
+        ("memstrata", "full", "message"),
+        ("memstrata", "full", "turn"),
+    ]
+    for system, durability, mode in configs:
+        runs = []
+        for i in range(repeats):
+            db = work / f"append-{durability}-{mode}-{i}.db"
+            runs.append(ours_append(db, n, durability, mode))
+            _remove_db(db)
+        row = median_run(runs)
+        row.update(system=system, setting=durability, mode=mode)
+        rows.append(row)
+        log(
+            f"append memstrata {mode:<7} durability={durability} "
+            f"(synchronous={row['synchronous']}): {row['rate']:,.0f} msg/s"
+        )
+    if hermes is not None:
+        for setting, sync in (("as shipped", None), ("synchronous=NORMAL forced", "NORMAL")):
+            runs = []
+            for i in range(repeats):
+                db = hermes.home / f"append-{i}.db"
+                job = {"op": "append", "db_path": str(db), "n": n, "synchronous": sync}
+                runs.append(hermes.run(job))
+                _remove_db(db)
+            row = median_run(runs)
+            row.update(system="hermes", setting=setting, mode="message")
+            rows.append(row)
+            log(
+                f"append hermes message {setting} (synchronous={row['synchronous']}): "
+                f"{row['rate']:,.0f} msg/s"
+            )
+    return rows
+
+
+def _remove_db(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            db.with_name(db.name + suffix).unlink()
+
+
+def bench_size(
+    work: Path, hermes: Hermes | None, n: int, repeats: int, append_n: int
+) -> dict[str, Any]:
+    queries = corpus.queries()
+    res: dict[str, Any] = {"size": n}
+    ours_db = work / f"memstrata-{n}.db"
+    proc = None
+    if hermes is not None:
+        hermes_db = hermes.home / f"hermes-{n}.db"
+        proc = hermes.start({"op": "build", "db_path": str(hermes_db), "n": n, "batch": 5000})
+        log(f"size {n}: building the Hermes database (in parallel) ...")
+    log(f"size {n}: building the memstrata database ...")
+    res["ours_build"] = ours_build(ours_db, n)
+    log(f"size {n}: memstrata built in {res['ours_build']['seconds']:.0f} s")
+    res["ours_bytes"] = file_bytes(ours_db)
+    res["ours_tables"] = table_bytes(ours_db)
+    if proc is not None and hermes is not None:
+        res["hermes_build"] = Hermes.finish(proc)
+        log(f"size {n}: Hermes built in {res['hermes_build']['seconds']:.0f} s")
+        res["hermes_bytes"] = file_bytes(hermes_db)
+        res["hermes_tables"] = table_bytes(hermes_db)
+
+    log(f"size {n}: memstrata search ...")
+    res["ours_search"] = ours_search(ours_db, queries, repeats)
+    res["ours_summary"] = summarize_classes(res["ours_search"])
+    if hermes is not None:
+        log(f"size {n}: Hermes search ...")
+        job = {"op": "search", "db_path": str(hermes_db), "queries": queries, "repeats": repeats}
+        res["hermes_search"] = hermes.run(job)["classes"]
+        res["hermes_summary"] = summarize_classes(res["hermes_search"])
+
+    # Appends into the populated databases (after the searches, which they would disturb).
+    log(f"size {n}: appends into the {n:,}-message databases ...")
+    at_size = []
+    for mode in ("message", "turn"):
+        r = ours_append(ours_db, append_n, "normal", mode, id_prefix=f"append-{mode}-")
+        at_size.append({**r, "system": "memstrata", "setting": "normal", "mode": mode})
+    if hermes is not None:
+        job = {"op": "append", "db_path": str(hermes_db), "n": append_n, "id_prefix": "append-"}
+        at_size.append(
+            {**hermes.run(job), "system": "hermes", "setting": "as shipped", "mode": "message"}
+        )
+    for r in at_size:
+        r["rate"] = rate(r)
+    res["append_at_size"] = at_size
+    _remove_db(ours_db)
+    if hermes is not None:
+        _remove_db(hermes_db)
+    return res
+
+
+# ------------------------------------------------------------------------------ report
+def fmt_ms(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    hermes_info = results.get("hermes_info")
+    out: list[str] = []
+    w = out.append
+    w("# Session store benchmark: memstrata vs Hermes Agent 0.19.0\n")
+    w(f"Produced by `{meta['command']}` on {meta['date']}.\n")
+    if meta.get("note"):
+        w(f"{meta['note']}\n")
+    w(
+        f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, SQLite {meta['sqlite']}, "
+        f"{meta['platform']}; memstrata {meta['memstrata']}. "
+        "The machine is **shared with other jobs**: load average "
+        f"{meta['load_before']} before and {meta['load_after']} after the run. Timings are "
+        "medians of repeated runs, so a burst of other work moves them less than means would; "
+        "they still carry that noise.\n"
+    )
+    if hermes_info:
+        w(
+            f"Hermes: `hermes-agent` {hermes_info['hermes_version']} in its own interpreter "
+            f"(Python {hermes_info['python']}, SQLite {hermes_info['sqlite_version']}), driven by "
+            "`benchmarks/hermes_harness.py`. A freshly opened `SessionDB` connection reports "
+            f"`journal_mode={hermes_info['journal_mode']}`, "
+            f"`synchronous={hermes_info['synchronous']}` (Hermes sets `synchronous=FULL` "
+            "itself only on macOS; elsewhere this is SQLite's compiled-in default).\n"
+        )
+    else:
+        w("Hermes: not measured (no `--hermes-python` / `MEMSTRATA_HERMES_PYTHON`).\n")
+
+    w("## Durability of every figure\n")
+    w("| system | setting | journal | synchronous (read back from the connection) |")
+    w("|---|---|---|---|")
+    w('| memstrata | `durability="normal"` (default) | WAL | NORMAL |')
+    w('| memstrata | `durability="full"` | WAL | FULL |')
+    if hermes_info:
+        w(f"| Hermes 0.19.0 | as shipped | WAL | {hermes_info['synchronous']} |")
+        w(
+            "| Hermes 0.19.0 | `PRAGMA synchronous=NORMAL` forced on its connection "
+            "(not a Hermes option; for a like-for-like ratio only) | WAL | NORMAL |"
+        )
+    w(
+        "\nNORMAL: never corrupts and survives any process crash; an OS crash or power cut may "
+        "lose the last commits. FULL: each commit is fsynced before it returns.\n"
+    )
+
+    w("## Corpus\n")
+    for size in results["sizes"]:
+        c = size["ours_build"]["corpus"]
+        w(
+            f"- **{c['messages']:,} messages** in {c['sessions']:,} sessions (size "
+            f"{c['session_size_min']}–{c['session_size_max']}, median "
+            f"{c['session_size_median']}); {c['mean_indexed_chars']} indexed characters per "
+            f"message on average; {c['chinese_share']:.1%} of messages hold Chinese; "
+            f"{c['tool_result_share']:.1%} are tool results; "
+            f"{c['distinct_tokens_first_20k_messages']:,} distinct whitespace tokens in the "
+            f"first 20k messages (vocabulary {c['vocabulary_size']:,} words, Zipf-distributed)."
+        )
+    w(
+        f"\nGenerated by `benchmarks/corpus.py` (seed {corpus.SEED}): user requests, assistant "
+        "answers, tool calls with JSON arguments, tool results with paths, commands and log "
+        "lines; Chinese sessions with Latin words glued to the Chinese text. "
+        f"{corpus.QUERIES_PER_CLASS} queries per class, each with a target planted once per "
+        f"{corpus.PLANT_EVERY:,} messages (at least once).\n"
+    )
+
+    w(f"## Append throughput (fresh database, {results['append_n']:,}-message sample)\n")
+    w(
+        f"Each configuration ran {results['append_repeats']} times into a new database; the "
+        "median rate is shown with its range. Sessions are created before the clock "
+        "starts. *CPU µs/msg* is the process CPU time (user + system) per message: on a "
+        "shared machine it moves less than wall time, but it leaves out fsync waits.\n"
+    )
+    w(
+        "| system | call | durability | synchronous | msg/s (median) | µs/msg | "
+        "CPU µs/msg | range msg/s |"
+    )
+    w("|---|---|---|---|---:|---:|---:|---|")
+    for r in results["append"]:
+        call = (
+            "`append_message` (1 commit/message)"
+            if r["mode"] == "message"
+            else "`append_messages` per turn (1 commit/turn)"
+        )
+        w(
+            f"| {r['system']} | {call} | {r['setting']} | {r['synchronous']} | "
+            f"{r['rate']:,.0f} | {r['us_per_message']:.0f} | {r['cpu_us_per_message']:.0f} | "
+            f"{min(r['rates']):,.0f}–{max(r['rates']):,.0f} |"
+        )
+    w("")
+
+    w("## Targets\n")
+    for line in results["verdicts"]:
+        w(f"- {line}")
+    w("")
+
+    for size in results["sizes"]:
+        n = size["size"]
+        w(f"## {n:,} messages\n")
+        ob = size["ours_build"]
+        w(
+            f"Build: memstrata {ob['load_seconds']:.0f} s "
+            f"({ob['messages'] / ob['load_seconds']:,.0f} "
+            "msg/s; one `append_messages` call per session, durability normal; then "
+            f"{ob['maintenance']})"
+            + (
+                f"; Hermes {size['hermes_build']['load_seconds']:.0f} s (bulk INSERT through "
+                "its connection, 5,000 rows per transaction, its triggers fill its FTS; then "
+                "its `optimize_fts()`)"
+                if "hermes_build" in size
+                else ""
+            )
+            + ". The two builds ran at the same time, so these are not throughput figures.\n"
+        )
+        w("### Bytes per message\n")
+        w(
+            "Measured after `PRAGMA wal_checkpoint(TRUNCATE)`: database file + WAL "
+            "(the -shm index is not counted).\n"
+        )
+        w("| system | file bytes | WAL bytes | bytes/message |")
+        w("|---|---:|---:|---:|")
+        ours_bpm = size["ours_bytes"]["total"] / n
+        w(
+            f"| memstrata | {size['ours_bytes']['db']:,} | {size['ours_bytes']['wal']:,} | "
+            f"{ours_bpm:,.0f} |"
+        )
+        if "hermes_bytes" in size:
+            h_bpm = size["hermes_bytes"]["total"] / n
+            w(
+                f"| Hermes | {size['hermes_bytes']['db']:,} | {size['hermes_bytes']['wal']:,} | "
+                f"{h_bpm:,.0f} |"
+            )
+            w(
+                f"\nRatio memstrata / Hermes: **{ours_bpm / h_bpm:.2f}×** "
+                f"(target ≤ {TARGET_BYTES_RATIO}×).\n"
+            )
+        w(
+            "Where the bytes go (dbstat; FTS shadow tables grouped under their table; objects "
+            "under a byte per message left out):\n"
+        )
+        w("| object | memstrata bytes/message | Hermes bytes/message |")
+        w("|---|---:|---:|")
+        names = list(dict.fromkeys([*size["ours_tables"], *size.get("hermes_tables", {})]))
+        for name in names:
+            o = size["ours_tables"].get(name)
+            h = size.get("hermes_tables", {}).get(name)
+            if max(o or 0, h or 0) < n:  # under a byte per message: schema bookkeeping
+                continue
+            o_txt = f"{o / n:,.0f}" if o is not None else "–"
+            h_txt = f"{h / n:,.0f}" if h is not None else "–"
+            w(f"| {name} | {o_txt} | {h_txt} |")
+        w("")
+
+        w("### Search latency per query class\n")
+        w(
+            f"`search_messages(query, limit=20)`, {corpus.QUERIES_PER_CLASS} distinct queries per "
+            f"class, each run {results['repeats']} times (once if the first run took over 0.5 s); "
+            "p50/p95 are taken over the per-query medians. *hits* = queries that returned at "
+            "least one result. Both databases are durability-neutral for reads (memstrata "
+            "opened with normal).\n"
+        )
+        has_h = "hermes_summary" in size
+        head = "| class | memstrata p50 ms | p95 ms | hits |"
+        sep = "|---|---:|---:|---:|"
+        if has_h:
+            head += " Hermes p50 ms | p95 ms | hits |"
+            sep += "---:|---:|---:|"
+        head += f" memstrata p95 ≤ {TARGET_P95_MS:g} ms |"
+        sep += "---|"
+        w(head)
+        w(sep)
+        for cls in corpus.QUERY_CLASSES:
+            o = size["ours_summary"][cls]
+            row = (
+                f"| {CLASS_LABELS[cls]} | {fmt_ms(o['p50_ms'])} | {fmt_ms(o['p95_ms'])} | "
+                f"{o['with_hits']}/{o['queries']} |"
+            )
+            if has_h:
+                h = size["hermes_summary"][cls]
+                row += (
+                    f" {fmt_ms(h['p50_ms'])} | {fmt_ms(h['p95_ms'])} | "
+                    f"{h['with_hits']}/{h['queries']} |"
+                )
+            row += (
+                " yes |"
+                if o["p95_ms"] <= TARGET_P95_MS
+                else f" **no** ({o['p95_ms'] / TARGET_P95_MS:.1f}×) |"
+            )
+            w(row)
+        w("\nSlowest query per class (memstrata):\n")
+        for cls in corpus.QUERY_CLASSES:
+            o = size["ours_summary"][cls]
+            w(f"- {CLASS_LABELS[cls]}: `{o['slowest_query']}` {fmt_ms(o['max_ms'])} ms")
+        w("")
+        w(
+            f"### Appends into the {n:,}-message database "
+            f"({results['append_at_size_n']:,} messages, one run)\n"
+        )
+        w("| system | call | durability | synchronous | msg/s | µs/msg | CPU µs/msg |")
+        w("|---|---|---|---|---:|---:|---:|")
+        for r in size["append_at_size"]:
+            call = "`append_message`" if r["mode"] == "message" else "`append_messages` per turn"
+            w(
+                f"| {r['system']} | {call} | {r['setting']} | {r['synchronous']} | "
+                f"{r['rate']:,.0f} | {1e6 / r['rate']:.0f} | "
+                f"{1e6 * r['cpu_seconds'] / r['messages']:.0f} |"
+            )
+        w("")
+
+    w("## How each figure was produced\n")
+    w(
+        "- memstrata append rates: `SessionStore(path, durability=...)`, sessions created first, "
+        "then the clock runs over one `append_message` call per message, or one "
+        "`append_messages` call per turn (user message, tool calls, tool results, answer: "
+        "3–6 messages on average).\n"
+        "- Hermes append rate: `SessionDB(db_path=...)` in Hermes' interpreter, one "
+        "`append_message` call per message (Hermes commits every message; its periodic WAL "
+        "checkpoint and FTS optimize run as shipped). The `synchronous=NORMAL forced` row sets "
+        "the PRAGMA on its connection after opening, which Hermes itself never does.\n"
+        "- Database builds for search: memstrata through its public `append_messages` (one "
+        "call per session); Hermes through its own connection with the INSERT its "
+        "`append_message` performs (same columns), 5,000 rows per transaction, plus one "
+        "`UPDATE sessions` per session for the counters, then `optimize_fts()`: building a "
+        "million rows through its per-message API would take hours.\n"
+        "- Search: both in-process in their own interpreter, timed around the public "
+        "`search_messages(query, limit=20)` call, after the build, on the same corpus and "
+        "queries.\n"
+        "- Bytes: `PRAGMA wal_checkpoint(TRUNCATE)` from a plain connection, then the file "
+        "sizes; per-object figures from SQLite's `dbstat`.\n"
+        "- Raw per-query timings: the JSON file next to this one.\n"
+    )
+    return "\n".join(out) + "\n"
+
+
+def verdicts(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    app = {(r["system"], r["setting"], r["mode"]): r for r in results["append"]}
+    h_ship = app.get(("hermes", "as shipped", "message"))
+    h_norm = app.get(("hermes", "synchronous=NORMAL forced", "message"))
+    hsync = h_ship["synchronous"] if h_ship else "?"
+    for ours_mode in ("normal", "full"):
+        o = app[("memstrata", ours_mode, "turn")]
+        if h_ship:
+            ratio = o["rate"] / h_ship["rate"]
+            ok = "met" if ratio >= TARGET_APPEND_RATIO else "**missed**"
+            lines.append(
+                f"Append: memstrata per-turn batch, durability {ours_mode} "
+                f"({o['rate']:,.0f} msg/s) / Hermes per-message as shipped, synchronous={hsync} "
+                f"({h_ship['rate']:,.0f} msg/s) = **{ratio:.1f}×** "
+                f"(target ≥ {TARGET_APPEND_RATIO:g}×: {ok})."
+            )
+    if h_norm:
+        o = app[("memstrata", "normal", "turn")]
+        ratio = o["rate"] / h_norm["rate"]
+        lines.append(
+            f"Append, like for like: memstrata per-turn batch, synchronous=NORMAL / Hermes "
+            f"per-message with synchronous=NORMAL forced ({h_norm['rate']:,.0f} msg/s) = "
+            f"**{ratio:.1f}×**."
+        )
+        o = app[("memstrata", "normal", "message")]
+        lines.append(
+            f"Append, one call per message on both sides, synchronous=NORMAL: "
+            f"memstrata {o['rate']:,.0f} / Hermes {h_norm['rate']:,.0f} msg/s = "
+            f"**{o['rate'] / h_norm['rate']:.1f}×**."
+        )
+    if h_ship:
+        o = app[("memstrata", "full", "message")]
+        lines.append(
+            f"Append, one call per message on both sides, synchronous=FULL: "
+            f"memstrata {o['rate']:,.0f} / Hermes as shipped {h_ship['rate']:,.0f} msg/s = "
+            f"**{o['rate'] / h_ship['rate']:.1f}×**."
+        )
+    for size in results["sizes"]:
+        n = size["size"]
+        at = {(r["system"], r["mode"]): r for r in size["append_at_size"]}
+        if ("hermes", "message") in at:
+            o, h = at[("memstrata", "turn")], at[("hermes", "message")]
+            lines.append(
+                f"Append into the {n:,}-message database: memstrata per-turn batch, durability "
+                f"normal ({o['rate']:,.0f} msg/s) / Hermes per-message as shipped, "
+                f"synchronous={h['synchronous']} ({h['rate']:,.0f} msg/s) = "
+                f"**{o['rate'] / h['rate']:.1f}×** (one run; Hermes also runs its FTS "
+                "'optimize' every 1,000 writes)."
+            )
+        if "hermes_bytes" in size:
+            ratio = size["ours_bytes"]["total"] / size["hermes_bytes"]["total"]
+            ok = "met" if ratio <= TARGET_BYTES_RATIO else "**missed**"
+            lines.append(
+                f"Bytes per message at {n:,}: memstrata "
+                f"{size['ours_bytes']['total'] / n:,.0f} / Hermes "
+                f"{size['hermes_bytes']['total'] / n:,.0f} = **{ratio:.2f}×** "
+                f"(target ≤ {TARGET_BYTES_RATIO}×: {ok})."
+            )
+        missed = [
+            f"{CLASS_LABELS[c]} {fmt_ms(s['p95_ms'])} ms"
+            for c, s in size["ours_summary"].items()
+            if s["p95_ms"] > TARGET_P95_MS
+        ]
+        label = "target" if n >= 1_000_000 else "target applies at 1M; shown for reference"
+        lines.append(
+            f"Search p95 at {n:,} ({label}: ≤ {TARGET_P95_MS:g} ms per class): "
+            + ("all classes met." if not missed else "over in " + ", ".join(missed) + ".")
+        )
+    return lines
+
+
+def display_command(argv: list[str]) -> str:
+    """The command line for the report, with the Hermes interpreter's path left out."""
+    shown: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            shown.append("PATH")
+            hide_next = False
+        elif arg == "--hermes-python":
+            shown.append(arg)
+            hide_next = True
+        elif arg.startswith("--hermes-python="):
+            shown.append("--hermes-python=PATH")
+        else:
+            shown.append(arg)
+    return " ".join(["python benchmarks/store.py", *shown])
+
+
+def write_results(results: dict[str, Any], out: Path, started: float, *, partial: bool) -> str:
+    """Render the report and write it with the raw JSON; return the Markdown."""
+    results["meta"]["load_after"] = load_average()
+    results["meta"]["seconds"] = round(time.perf_counter() - started, 1)
+    results["meta"]["partial"] = partial
+    results["verdicts"] = verdicts(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    report = render(results)
+    if partial:
+        report = (
+            "> **Partial results: the run was still going when this was written.**\n\n" + report
+        )
+    out.write_text(report, encoding="utf-8")
+    out.with_suffix(".json").write_text(
+        json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8"
+    )
+    return report
+
+
+def rerender(source: Path, out: Path, note: str | None) -> None:
+    """Render ``out`` (and its JSON) again from a results JSON file, optionally with a note."""
+    results: dict[str, Any] = json.loads(source.read_text(encoding="utf-8"))
+    if note:
+        results["meta"]["note"] = note
+    results["verdicts"] = verdicts(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(results), encoding="utf-8")
+    out.with_suffix(".json").write_text(
+        json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8"
+    )
+    log(f"rendered {out} from {source}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="20000,1000000", help="corpus sizes, comma-separated")
+    parser.add_argument("--hermes-python", help="interpreter with hermes-agent installed")
+    parser.add_argument("--out", default=str(HERE / "results" / "store.md"))
+    parser.add_argument("--quick", action="store_true", help="20k messages only, small samples")
+    parser.add_argument("--append-n", type=int, help="messages per append sample (default 5000)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per query / append sample")
+    parser.add_argument("--keep-work", action="store_true", help="keep the temp folder")
+    parser.add_argument("--note", help="a sentence to print under the title (why, what changed)")
+    parser.add_argument(
+        "--render", metavar="JSON", help="only re-render --out from a results JSON file"
+    )
+    args = parser.parse_args(argv)
+    if args.render:
+        rerender(Path(args.render), Path(args.out), args.note)
+        return 0
+
+    sizes = [20_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
+    append_n = args.append_n or (2000 if args.quick else 5000)
+    hermes_python = find_hermes(args.hermes_python)
+    work = Path(tempfile.mkdtemp(prefix="memstrata-store-bench-"))
+    # Config.load() reads MEMSTRATA_HOME: keep the user's home folder out of the benchmark.
+    os.environ["MEMSTRATA_HOME"] = str(work / "memstrata-home")
+    results: dict[str, Any] = {
+        "meta": {
+            "command": display_command(argv if argv is not None else sys.argv[1:]),
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "platform": platform.platform(),
+            "load_before": load_average(),
+            "memstrata": source_version(),
+            "note": args.note,
+        },
+        "append_n": append_n,
+        "append_at_size_n": min(append_n, 2000),
+        "append_repeats": args.repeats,
+        "repeats": args.repeats,
+        "queries": corpus.queries(),
+    }
+    started = time.perf_counter()
+    _store_cls()
+    out = Path(args.out)
+    results["sizes"] = []
+    try:
+        hermes = Hermes(hermes_python, work / "hermes-home") if hermes_python else None
+        if hermes is not None:
+            info_job = {"op": "info", "db_path": str(hermes.home / "info.db")}
+            results["hermes_info"] = hermes.run(info_job)
+            log(f"Hermes {results['hermes_info']}")
+        results["append"] = bench_append(work, hermes, append_n, args.repeats)
+        for n in sizes:
+            # Written after every stage: a long run stopped half-way still leaves figures.
+            write_results(results, out, started, partial=True)
+            size = bench_size(work, hermes, n, args.repeats, results["append_at_size_n"])
+            results["sizes"].append(size)
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    report = write_results(results, out, started, partial=False)
+    print(report)
+    log(f"wrote {out} and {out.with_suffix('.json')} in {results['meta']['seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

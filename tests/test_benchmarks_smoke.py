@@ -1,0 +1,88 @@
+"""Smoke tests for the benchmark corpus generator (no timing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+CORPUS_PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "corpus.py"
+
+
+@pytest.fixture(scope="module")
+def corpus() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_corpus", CORPUS_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_corpus"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _dump(sessions: list[Any]) -> str:
+    return json.dumps(
+        [(s.id, s.source, s.started_at, s.turns) for s in sessions], ensure_ascii=False
+    )
+
+
+def test_same_seed_gives_the_same_corpus(corpus: ModuleType) -> None:
+    """Two runs with the same size and seed produce identical sessions."""
+    first = _dump(list(corpus.generate(400)))
+    assert first == _dump(list(corpus.generate(400)))
+    assert first != _dump(list(corpus.generate(400, seed=corpus.SEED + 1)))
+
+
+def test_corpus_has_exactly_n_messages_in_realistic_sessions(corpus: ModuleType) -> None:
+    """The sessions hold exactly n messages, each session within the size bounds."""
+    sessions = list(corpus.generate(1500))
+    assert sum(len(s.messages) for s in sessions) == 1500
+    for s in sessions[:-1]:
+        assert corpus.SESSION_MIN <= len(s.messages) <= corpus.SESSION_MAX
+    roles = {m["role"] for s in sessions for m in s.messages}
+    assert roles == {"user", "assistant", "tool"}
+    calls = [c for s in sessions for m in s.messages for c in m["tool_calls"] or ()]
+    assert calls and all(isinstance(json.loads(c["function"]["arguments"]), dict) for c in calls)
+
+
+def test_corpus_mixes_chinese_and_glued_latin(corpus: ModuleType) -> None:
+    """About a tenth of the messages hold Chinese, some with Latin glued to it."""
+    sessions = list(corpus.generate(2000))
+    stats = corpus.describe(sessions)
+    assert 0.05 <= stats["chinese_share"] <= 0.2
+    glued = re.compile(r"[\u4e00-\u9fff][a-z]{3,}|[a-z]{3,}[\u4e00-\u9fff]")
+    assert any(glued.search(m["content"] or "") for s in sessions for m in s.messages)
+    assert stats["vocabulary_size"] >= 2000
+
+
+def test_every_query_class_has_planted_hits(corpus: ModuleType) -> None:
+    """Every query of every class has its planted text somewhere in a small corpus."""
+    texts = [corpus.indexed_text(m) for s in corpus.generate(300) for m in s.messages]
+    queries = corpus.queries()
+    assert list(queries) == list(corpus.QUERY_CLASSES)
+    for plant in corpus.PLANTS:
+        assert any(plant.needle in t for t in texts), plant
+    for cls in corpus.QUERY_CLASSES:
+        assert len(set(queries[cls])) == corpus.QUERIES_PER_CLASS
+        assert any(p.query_class == cls for p in corpus.PLANTS)
+
+
+def test_planted_text_answers_its_query(corpus: ModuleType) -> None:
+    """Each planted needle contains the terms its query asks for."""
+    for p in corpus.PLANTS:
+        if p.query_class in ("word", "cjk3", "cjk2", "glued"):
+            assert p.query in p.needle
+        elif p.query_class == "phrase":
+            assert p.query.strip('"') == p.needle
+        elif p.query_class == "prefix":
+            assert p.needle.startswith(p.query.rstrip("*"))
+        elif p.query_class == "boolean":
+            positive = p.query.split(" NOT ")[0].replace(" AND ", " ").replace(" OR ", " ")
+            assert all(w in p.needle for w in positive.split())
+        else:
+            assert p.query_class == "question" and p.needle.endswith(".")
