@@ -17,10 +17,25 @@ def test_all_members_exist() -> None:
 
 
 def test_public_names_are_exported() -> None:
-    """Every public module-level name of the package is listed in __all__."""
-    public = {
-        name
-        for name, value in vars(memstrata).items()
-        if not name.startswith("_") and type(value).__name__ != "module"
-    }
-    assert public <= set(memstrata.__all__) | {"annotations", "version", "PackageNotFoundError"}
+    """Every lazily exported name is in __all__ and vice versa."""
+    assert set(memstrata._EXPORTS) | {"__version__"} == set(memstrata.__all__)
+
+
+def test_exports_are_lazy() -> None:
+    """Importing memstrata loads no layer: the store and the LLM seam load on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, memstrata\n"
+        "heavy = [m for m in ('memstrata.store', 'memstrata.llm', 'memstrata.scanner') "
+        "if m in sys.modules]\n"
+        "print(heavy)\n"
+        "memstrata.SessionStore\n"
+        "print('memstrata.store' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "True"

@@ -1,20 +1,50 @@
-"""The ``memstrata`` command line. Subcommand groups live in sibling modules."""
+"""The ``memstrata`` command line. Subcommand groups live in sibling modules.
+
+Subcommands are imported only when they run (or when help lists them): a command's
+module pulls in its layer (the store, the LLM seam, ...), and ``memstrata --version`` or
+``memstrata memory add`` should not pay for the others.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import cast
 
 import click
 
 from memstrata import __version__
-from memstrata.cli.chat_cmds import chat_command
 from memstrata.cli.common import CONTEXT_SETTINGS, run_cli
-from memstrata.cli.config_cmds import config_group
-from memstrata.cli.memory_cmds import memory_group
-from memstrata.cli.plugins_cmds import plugins_group
-from memstrata.cli.search_cmds import search_command
-from memstrata.cli.sessions_cmds import sessions_group
+
+# name -> "module:attribute" of the click command.
+COMMANDS: dict[str, str] = {
+    "chat": "memstrata.cli.chat_cmds:chat_command",
+    "config": "memstrata.cli.config_cmds:config_group",
+    "memory": "memstrata.cli.memory_cmds:memory_group",
+    "plugins": "memstrata.cli.plugins_cmds:plugins_group",
+    "search": "memstrata.cli.search_cmds:search_command",
+    "sessions": "memstrata.cli.sessions_cmds:sessions_group",
+}
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module_name, _, attr = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            self.add_command(cast(click.Command, command), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="memstrata")
 def cli() -> None:
     """Layered long-term memory for LLM agents.
@@ -23,14 +53,6 @@ def cli() -> None:
     Example:
         memstrata memory add "User prefers concise answers" --target user
     """
-
-
-cli.add_command(chat_command)
-cli.add_command(config_group)
-cli.add_command(memory_group)
-cli.add_command(plugins_group)
-cli.add_command(search_command)
-cli.add_command(sessions_group)
 
 
 def main() -> None:
