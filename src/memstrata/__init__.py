@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         client_for,
     )
     from memstrata.manager import MemoryManager
+    from memstrata.mem0_provider import Mem0Provider
     from memstrata.memory import FileMemory, WriteResult
     from memstrata.memory_tool import MEMORY_TOOL_SCHEMA, MemoryTool
     from memstrata.plugins import discover_providers, load_provider
@@ -78,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "FileMemory": "memstrata.memory",
     "LLMClient": "memstrata.llm",
     "MEMORY_TOOL_SCHEMA": "memstrata.memory_tool",
+    "Mem0Provider": "memstrata.mem0_provider",
     "MemoryManager": "memstrata.manager",
     "MemoryProvider": "memstrata.providers",
     "MemoryTool": "memstrata.memory_tool",
@@ -127,6 +129,7 @@ __all__ = [
     "FileMemory",
     "LLMClient",
     "MEMORY_TOOL_SCHEMA",
+    "Mem0Provider",
     "MemoryManager",
     "MemoryProvider",
     "MemoryTool",
