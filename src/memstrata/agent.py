@@ -103,7 +103,8 @@ class Agent:
         max_tool_iterations: rounds of tool calls run per user turn; past it the model
             is told to answer and gets one last call.
         stream: stream replies (text reaches ``on_text`` as it arrives).
-        pricing: prices for the cost recorded with the session (None: no cost).
+        pricing: prices for the cost recorded with the session (None: the ``llm.*_price_per_mtok``
+            settings, and no cost when those are unset).
         clock: the time source of the prompt's date line.
     """
 
@@ -164,7 +165,7 @@ class Agent:
         self.context_files = list(context_files) if context_files is not None else None
         self.max_tool_iterations = int(max_tool_iterations)
         self.stream = stream
-        self.pricing = pricing
+        self.pricing = pricing if pricing is not None else Pricing.from_config(self.config)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.clock = clock

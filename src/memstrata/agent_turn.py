@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from memstrata.config import Config
 from memstrata.fencing import OPEN_TAG, StreamingContextScrubber, sanitize_context
 from memstrata.llm.types import Completion, LLMClient, StreamEvent, TokenUsage, ToolCall
 
@@ -100,6 +101,19 @@ class Pricing:
     output_per_mtok: float
     cache_read_multiplier: float = 0.1
     cache_write_multiplier: float = 1.25
+
+    @classmethod
+    def from_config(cls, config: Config) -> Pricing | None:
+        """Prices from the ``[llm]`` settings; None when no price is set (cost unknown)."""
+        llm = config.section("llm")
+        if not (llm["input_price_per_mtok"] or llm["output_price_per_mtok"]):
+            return None
+        return cls(
+            input_per_mtok=llm["input_price_per_mtok"],
+            output_per_mtok=llm["output_price_per_mtok"],
+            cache_read_multiplier=llm["cache_read_multiplier"],
+            cache_write_multiplier=llm["cache_write_multiplier"],
+        )
 
     def cost(self, usage: TokenUsage) -> float:
         """Dollars for one call's usage (cached and written tokens are part of the prompt)."""

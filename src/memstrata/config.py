@@ -95,8 +95,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "curator_model": "",
         # Model for /v1/embeddings at the same endpoint; "" = no embeddings.
         "embedding_model": "",
+        # Seconds before one model call is abandoned.
         "timeout": 60.0,
+        # Extra attempts for retryable failures (rate limit, 5xx, network), with backoff.
         "max_retries": 2,
+        # Dollars per million input / output tokens of the main model, for the cost recorded
+        # with each session (0 = unknown: no cost is recorded).
+        "input_price_per_mtok": 0.0,
+        "output_price_per_mtok": 0.0,
+        # Price of prompt tokens read from / written to the provider's prefix cache, as a
+        # share of the input price (Anthropic: 0.1 and 1.25; OpenAI: 0.5 and 1.0).
+        "cache_read_multiplier": 0.1,
+        "cache_write_multiplier": 1.25,
     },
     "mem0": {
         # mem0 user whose memories are read and written when the agent passes no user id
