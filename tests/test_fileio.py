@@ -144,3 +144,20 @@ def test_lock_of_a_killed_process_is_released(tmp_path: Path) -> None:
     holder.communicate()
     with fileio.file_lock(lock, timeout=5):
         pass
+
+
+@pytest.mark.parametrize(("durability", "folder_syncs"), [("normal", 0), ("full", 1)])
+def test_memory_folder_fsync_follows_durability(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, folder_syncs: int
+) -> None:
+    """A memory write fsyncs its folder only under store.durability = "full"."""
+    from memstrata.config import Config
+    from memstrata.memory import FileMemory
+
+    monkeypatch.setenv("MEMSTRATA_STORE__DURABILITY", durability)
+    memory = FileMemory(tmp_path, config=Config.load(tmp_path))
+    calls: list[Path] = []
+    monkeypatch.setattr(fileio, "_fsync_dir", calls.append)
+    memory.add("memory", "The deploy script lives in ops/deploy.sh")
+    assert len(calls) == folder_syncs
+    assert memory.entries("memory") == ["The deploy script lives in ops/deploy.sh"]

@@ -51,8 +51,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "allow_multiple_providers": False,
     },
     "store": {
-        # SQLite durability: "normal" (WAL + synchronous=NORMAL: never corrupts, survives any
-        # process crash; an OS crash or power cut may lose the last commits) or "full".
+        # Durability of every write: "normal" (SQLite WAL + synchronous=NORMAL, memory files
+        # fsynced before their rename: never corrupts, survives any process crash; an OS
+        # crash or power cut may lose the last commits) or "full" (every commit and every
+        # memory-file rename is fsynced before the call returns).
         "durability": "normal",
         # Milliseconds a writer waits for another writer before retrying.
         "busy_timeout_ms": 5000,

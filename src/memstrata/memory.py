@@ -150,6 +150,9 @@ class FileMemory:
         self.home: Path = Path(home) if home is not None else memstrata_home()
         cfg = config if config is not None else Config.load(self.home)
         self.memories_dir: Path = self.home / MEMORIES_DIRNAME
+        # The file is always fsynced; the rename is made power-cut durable only under
+        # store.durability = "full", the same policy as the session store.
+        self._sync_folder: bool = cfg.get("store.durability") == "full"
         self._limits: dict[Target, int] = {
             "memory": int(
                 memory_char_limit
@@ -403,7 +406,9 @@ class FileMemory:
             result = change(disk)
             final = dedupe(result.entries) if result.changed else disk.entries
             if result.changed:
-                fileio.atomic_write(path, serialize(final), mode=0o600)
+                fileio.atomic_write(
+                    path, serialize(final), mode=0o600, sync_folder=self._sync_folder
+                )
         return WriteResult(
             target=target,
             action=action,
