@@ -43,7 +43,7 @@ from memstrata.manager import MemoryManager
 from memstrata.memory import FileMemory
 from memstrata.providers import MemoryProvider
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.testing.wire import approx_tokens, prompt_text
+from memstrata.testing.wire import approx_tokens, common_prefix_length, prompt_text
 from memstrata.tools import Toolbox
 
 READ_MULTIPLIER = 0.1
@@ -154,17 +154,6 @@ class NaiveAgent(Agent):
         return result
 
 
-def _common_prefix(a: str, b: str) -> int:
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
 @dataclass(frozen=True)
 class Priced:
     """One run, priced."""
@@ -222,7 +211,7 @@ def run(mode: str, turns: int) -> Priced:
     prompt = read = 0
     for body in bodies:
         text = prompt_text(body)
-        hit = max((_common_prefix(text, earlier) for earlier in seen), default=0)
+        hit = max((common_prefix_length(text, earlier) for earlier in seen), default=0)
         seen.append(text)
         tokens = approx_tokens(text)
         prompt += tokens

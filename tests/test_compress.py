@@ -46,18 +46,6 @@ class FakeClock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def server(shared_server: FakeLLMServer) -> FakeLLMServer:
-    shared_server.reset()
-    return shared_server
-
-
 @pytest.fixture
 def client(server: FakeLLMServer) -> Iterator[OpenAIClient]:
     with OpenAIClient(

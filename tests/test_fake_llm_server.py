@@ -23,23 +23,10 @@ from memstrata.testing import (
     FakeLLMServer,
     Reply,
     bag_of_words_embedding,
+    common_prefix_length,
     cosine,
     hash_embedding,
 )
-
-
-@pytest.fixture(scope="module")
-def shared_server() -> Iterator[FakeLLMServer]:
-    """One fake server for the module (clients are costly to build: TLS setup)."""
-    with FakeLLMServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def server(shared_server: FakeLLMServer) -> FakeLLMServer:
-    """The module's fake server, reset: no requests, script, rules or counters."""
-    shared_server.reset()
-    return shared_server
 
 
 @pytest.fixture(scope="module")
@@ -286,6 +273,17 @@ def test_usage_is_estimated_and_cached_prefix_counted(
     cached = second.usage.prompt_tokens_details.cached_tokens or 0
     # Everything but the closing bracket of the first request's messages is shared.
     assert cached == (prompt_chars - 1) // 4
+
+
+def test_common_prefix_length_counts_the_shared_start() -> None:
+    """common_prefix_length is the length of the longest shared start of two texts."""
+    assert common_prefix_length("abcdef", "abcxyz") == 3
+    assert common_prefix_length("abc", "abcdef") == 3
+    assert common_prefix_length("abc", "abc") == 3
+    assert common_prefix_length("xbc", "abc") == 0
+    assert common_prefix_length("", "abc") == 0
+    long = "p" * 10_000
+    assert common_prefix_length(long + "a", long + "b") == 10_000
 
 
 def test_usage_override(server: FakeLLMServer, sdk: openai.OpenAI) -> None:

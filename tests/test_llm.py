@@ -57,20 +57,6 @@ TOOLS = [
 
 
 @pytest.fixture(scope="module")
-def shared_server() -> Iterator[FakeLLMServer]:
-    """One fake server for the module (clients are costly to build: TLS setup)."""
-    with FakeLLMServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def server(shared_server: FakeLLMServer) -> FakeLLMServer:
-    """The module's fake server, reset: no requests, script, rules or counters."""
-    shared_server.reset()
-    return shared_server
-
-
-@pytest.fixture(scope="module")
 def shared_client(shared_server: FakeLLMServer) -> Iterator[OpenAIClient]:
     """An OpenAIClient on the fake server with fast retries and a short timeout."""
     with OpenAIClient(

@@ -25,7 +25,7 @@ from memstrata.manager import MemoryManager
 from memstrata.memory import FileMemory
 from memstrata.providers import MemoryProvider
 from memstrata.store import SessionStore
-from memstrata.testing import FakeLLMServer, RecordedRequest, Reply
+from memstrata.testing import FakeLLMServer, RecordedRequest, Reply, common_prefix_length
 
 TURNS = 50
 MEMORY_TURNS = {3, 11, 19, 27, 35, 43}  # six writes
@@ -88,18 +88,6 @@ def messages_json(request: RecordedRequest) -> str:
 
 def agent_requests(server: FakeLLMServer) -> list[RecordedRequest]:
     return [r for r in server.requests if isinstance(r.body, dict) and r.body.get("tools")]
-
-
-def shared_prefix(a: str, b: str) -> int:
-    """Length of the common prefix (binary search over slice comparisons)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 Run = tuple[FakeLLMServer, Agent, CountingRecall, Path]
@@ -169,7 +157,7 @@ def test_prefix_cache_share_is_reported(
     server, agent, _, _ = session_run
     requests = agent_requests(server)[: TURNS + len(MEMORY_TURNS) + 1]
     texts = [json.dumps(r.body["tools"]) + messages_json(r) for r in requests]
-    served = sum(shared_prefix(a, b) for a, b in itertools.pairwise(texts))
+    served = sum(common_prefix_length(a, b) for a, b in itertools.pairwise(texts))
     total = sum(len(t) for t in texts)
     share = served / total
     reported = agent.usage.cached_tokens / agent.usage.prompt_tokens

@@ -40,7 +40,6 @@ from memstrata.config import Config
 from memstrata.database import Durability
 from memstrata.errors import (
     CuratedMemoryError,
-    MemstrataError,
     ProviderError,
     ToolArgumentError,
 )
@@ -484,19 +483,7 @@ class FactsProvider(MemoryProvider):
             "facts_forget": self._tool_forget,
             "facts_history": self._tool_history,
         }
-        handler = handlers.get(name)
-        if handler is None:
-            return {
-                "success": False,
-                "error": f"Unknown tool '{name}'. The facts tools are: {', '.join(handlers)}.",
-            }
-        try:
-            return handler(args)
-        except MemstrataError as exc:
-            result: dict[str, Any] = {"success": False, "error": str(exc)}
-            if isinstance(exc, CuratedMemoryError):
-                result.update(exc.details)
-            return result
+        return self._dispatch_tool(handlers, name, args)
 
     def _tool_search(self, args: Mapping[str, Any]) -> dict[str, Any]:
         query = _opt(args, "query", str) or ""

@@ -546,22 +546,13 @@ class Mem0Provider(MemoryProvider):
 
     def handle_tool_call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run one tool; errors come back as ``{"success": false, "error": ...}``."""
-        handlers: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+        handlers = {
             "mem0_search": self._tool_search,
             "mem0_add": self._tool_add,
             "mem0_update": self._tool_update,
             "mem0_delete": self._tool_delete,
         }
-        handler = handlers.get(name)
-        if handler is None:
-            return {
-                "success": False,
-                "error": f"Unknown tool '{name}'. The mem0 tools are: {', '.join(handlers)}.",
-            }
-        try:
-            return handler(args)
-        except MemstrataError as exc:
-            return {"success": False, "error": str(exc)}
+        return self._dispatch_tool(handlers, name, args)
 
     def _tool_search(self, args: Mapping[str, Any]) -> dict[str, Any]:
         query = _string_arg(args, "query")

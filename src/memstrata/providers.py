@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from memstrata.errors import ProviderError
+from memstrata.errors import CuratedMemoryError, MemstrataError, ProviderError
 
 if TYPE_CHECKING:
     from memstrata.memory import FileMemory
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 BUILTIN_PROVIDER_NAME: Final = "builtin"
+
+# One tool of a provider: the call's arguments in, a JSON-able result out.
+ToolHandler = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,30 @@ class MemoryProvider(ABC):
             f"Memory provider {self.name!r} offers tool {name!r} but does not implement "
             "handle_tool_call; implement it or stop listing the tool in get_tool_schemas."
         )
+
+    def _dispatch_tool(
+        self, handlers: Mapping[str, ToolHandler], name: str, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Run ``handlers[name](args)`` for :meth:`handle_tool_call`.
+
+        An unknown tool or a :class:`MemstrataError` comes back as ``{"success": false,
+        "error": ...}`` (plus a ``CuratedMemoryError``'s details), so the model reads what
+        to fix instead of the turn failing.
+        """
+        handler = handlers.get(name)
+        if handler is None:
+            known = ", ".join(handlers)
+            return {
+                "success": False,
+                "error": f"Unknown tool '{name}'. The {self.name} tools are: {known}.",
+            }
+        try:
+            return handler(args)
+        except MemstrataError as exc:
+            result: dict[str, Any] = {"success": False, "error": str(exc)}
+            if isinstance(exc, CuratedMemoryError):
+                result.update(exc.details)
+            return result
 
     # -- optional hooks ---------------------------------------------------------------
 

@@ -140,32 +140,38 @@ def lineage_ids(conn: sqlite3.Connection, session_id: str) -> list[str]:
     conversation from its own results.
     """
     root = lineage_root(conn, session_id)
-    out = [root]
-    seen = {root}
-    frontier = [root]
-    while frontier and len(out) < MAX_HOPS * 10:
-        rows = conn.execute(
-            f"SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
-            f"WHERE s.parent_session_id IN ({','.join('?' * len(frontier))}) "
-            f"AND {KIND_SQL} IN ('compression', 'delegate') ORDER BY s.started_at, s.id",
-            frontier,
-        ).fetchall()
-        frontier = [r["id"] for r in rows if r["id"] not in seen]
-        seen.update(frontier)
-        out.extend(frontier)
-    return out
+    # The bound counts the root, as the conversation's size limit does.
+    return [root, *_descendants(conn, [root], HIDDEN_KINDS, bound=MAX_HOPS * 10 - 1)]
 
 
 def delegate_descendants(conn: sqlite3.Connection, session_ids: Iterable[str]) -> list[str]:
     """Sessions reachable from ``session_ids`` through delegate links (not the seeds)."""
-    seen = set(session_ids)
-    frontier = list(seen)
+    return _descendants(conn, list(set(session_ids)), ("delegate",))
+
+
+def _descendants(
+    conn: sqlite3.Connection,
+    seeds: Sequence[str],
+    kinds: Sequence[str],
+    *,
+    bound: int | None = None,
+) -> list[str]:
+    """Sessions reachable from ``seeds`` through children of the given ``kinds``.
+
+    Breadth first, each level oldest first; the seeds are not included. The walk stops
+    once ``bound`` sessions are found (it may end a level past it), which keeps a
+    corrupted parent loop from running away.
+    """
+    # The kinds are constants of this module, never user input, so they are inlined.
+    kind_list = ", ".join(f"'{kind}'" for kind in kinds)
+    seen = set(seeds)
+    frontier = list(seeds)
     out: list[str] = []
-    while frontier:
+    while frontier and (bound is None or len(out) < bound):
         rows = conn.execute(
             f"SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
             f"WHERE s.parent_session_id IN ({','.join('?' * len(frontier))}) "
-            f"AND {KIND_SQL} = 'delegate'",
+            f"AND {KIND_SQL} IN ({kind_list}) ORDER BY s.started_at, s.id",
             frontier,
         ).fetchall()
         frontier = [r["id"] for r in rows if r["id"] not in seen]

@@ -12,17 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from memstrata.errors import LLMNotConfiguredError, LLMResponseError
-from memstrata.llm.retry import RetryPolicy, call_with_retries, classify, sdk_base_error
-from memstrata.llm.types import (
-    Completion,
-    Message,
-    StreamEvent,
-    TokenUsage,
-    ToolCall,
-    ToolSchema,
-    final_completion,
-)
+from memstrata.errors import LLMNotConfiguredError
+from memstrata.llm._common import SDKClient
+from memstrata.llm.retry import RetryPolicy
+from memstrata.llm.types import Completion, Message, StreamEvent, TokenUsage, ToolCall, ToolSchema
 
 # The Messages API requires max_tokens; this is used when the caller gives none.
 DEFAULT_MAX_TOKENS = 4096
@@ -142,7 +135,7 @@ def usage_from_anthropic(usage: Any) -> TokenUsage:
     )
 
 
-class AnthropicClient:
+class AnthropicClient(SDKClient):
     """Claude models through the Anthropic Messages API.
 
     Same contract as :class:`~memstrata.llm.OpenAIClient`; :meth:`embed` is not
@@ -150,8 +143,6 @@ class AnthropicClient:
     """
 
     provider = "anthropic"
-    can_stream = True
-    supports_tools = True
 
     def __init__(
         self,
@@ -163,7 +154,7 @@ class AnthropicClient:
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self._anthropic = _load_sdk()
+        self._sdk_module = _load_sdk()
         if not model:
             raise LLMNotConfiguredError(
                 "AnthropicClient needs a model name, e.g. "
@@ -178,22 +169,12 @@ class AnthropicClient:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.retry = retry or RetryPolicy(max_retries=max_retries)
-        self._sdk = self._anthropic.Anthropic(
+        self._sdk = self._sdk_module.Anthropic(
             api_key=api_key, base_url=self.base_url or None, timeout=timeout, max_retries=0
         )
 
     def __repr__(self) -> str:
         return f"AnthropicClient(model={self.model!r})"
-
-    def __enter__(self) -> AnthropicClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release the HTTP connections."""
-        self._sdk.close()
 
     def _where(self) -> str:
         return f"{self.base_url or 'api.anthropic.com'} (model {self.model})"
@@ -221,82 +202,24 @@ class AnthropicClient:
             kwargs["temperature"] = temperature
         return kwargs
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        stream: bool = False,
-    ) -> Completion:
-        """Send the conversation and return the whole reply (see :class:`LLMClient`)."""
-        if stream:
-            return final_completion(
-                self.stream(
-                    messages,
-                    tools=tools,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    timeout=timeout,
-                ),
-                self._where(),
-            )
-        kwargs = self._request(messages, tools, temperature, max_tokens, timeout)
-        response = call_with_retries(
-            lambda: self._sdk.messages.create(**kwargs),
-            policy=self.retry,
-            sdk=self._anthropic,
-            where=self._where(),
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        return self._sdk.messages.create(**kwargs)
+
+    def _completion(self, response: Any) -> Completion:
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        for block in response.content:
+            if block.type == "text":
+                text.append(block.text)
+            elif block.type == "tool_use":
+                calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+        return Completion(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            finish_reason=_STOP_REASONS.get(response.stop_reason, response.stop_reason),
+            usage=usage_from_anthropic(response.usage),
+            model=response.model or self.model,
         )
-        try:
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            for block in response.content:
-                if block.type == "text":
-                    text.append(block.text)
-                elif block.type == "tool_use":
-                    calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
-            return Completion(
-                text="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=_STOP_REASONS.get(response.stop_reason, response.stop_reason),
-                usage=usage_from_anthropic(response.usage),
-                model=response.model or self.model,
-            )
-        except (AttributeError, TypeError) as exc:
-            raise LLMResponseError(
-                f"The model at {self._where()} answered in an unexpected shape ({exc})."
-            ) from exc
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[StreamEvent]:
-        """Yield text deltas and finished tool calls as they arrive, then ``"done"``."""
-        kwargs = self._request(messages, tools, temperature, max_tokens, timeout)
-        kwargs["stream"] = True
-
-        def open_stream() -> tuple[Any, Iterator[Any], Any]:
-            response = self._sdk.messages.create(**kwargs)
-            events = iter(response)
-            return response, events, next(events, None)
-
-        response, events, first = call_with_retries(
-            open_stream, policy=self.retry, sdk=self._anthropic, where=self._where()
-        )
-        try:
-            yield from self._assemble(first, events)
-        except sdk_base_error(self._anthropic) as exc:
-            raise classify(exc, self._anthropic, self._where()).error from exc
-        finally:
-            response.close()
 
     def _assemble(self, first: Any, events: Iterator[Any]) -> Iterator[StreamEvent]:
         text: list[str] = []

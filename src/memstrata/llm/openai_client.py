@@ -12,16 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memstrata.errors import LLMNotConfiguredError, LLMResponseError
-from memstrata.llm.retry import RetryPolicy, call_with_retries, classify, sdk_base_error
-from memstrata.llm.types import (
-    Completion,
-    Message,
-    StreamEvent,
-    TokenUsage,
-    ToolCall,
-    ToolSchema,
-    final_completion,
-)
+from memstrata.llm._common import SDKClient
+from memstrata.llm.retry import RetryPolicy, call_with_retries
+from memstrata.llm.types import Completion, Message, StreamEvent, TokenUsage, ToolCall, ToolSchema
 
 if TYPE_CHECKING:
     import openai
@@ -71,7 +64,7 @@ class _PartialCall:
         )
 
 
-class OpenAIClient:
+class OpenAIClient(SDKClient):
     """A chat model (and optionally an embedding model) at an OpenAI-compatible endpoint.
 
     Args:
@@ -91,8 +84,9 @@ class OpenAIClient:
     """
 
     provider = "openai"
-    can_stream = True
-    supports_tools = True
+    _shape_hint = " Check that llm.base_url points at an OpenAI-compatible chat API."
+    # The SDK raises ValueError when a server-sent event carries text that is not JSON.
+    _malformed_chunk_errors = (ValueError,)
 
     def __init__(
         self,
@@ -132,7 +126,7 @@ class OpenAIClient:
         # and `import memstrata` (every CLI command) must not pay for it.
         import openai
 
-        self._openai = openai
+        self._sdk_module = openai
         # The SDK's own retries are off: RetryPolicy is the one place retries happen.
         self._sdk: openai.OpenAI = openai.OpenAI(
             base_url=self.base_url,
@@ -143,16 +137,6 @@ class OpenAIClient:
 
     def __repr__(self) -> str:
         return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
-
-    def __enter__(self) -> OpenAIClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release the HTTP connections."""
-        self._sdk.close()
 
     def _where(self, model: str | None = None) -> str:
         return f"{self.base_url} (model {model or self.model})"
@@ -178,102 +162,36 @@ class OpenAIClient:
             kwargs[self.max_tokens_param] = max_tokens
         return kwargs
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        stream: bool = False,
-    ) -> Completion:
-        """Send the conversation and return the whole reply (see :class:`LLMClient`)."""
-        if stream:
-            return final_completion(
-                self.stream(
-                    messages,
-                    tools=tools,
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                    timeout=timeout,
-                ),
-                self._where(),
-            )
-        kwargs = self._request(messages, tools, temperature, max_tokens, timeout)
-        response = call_with_retries(
-            lambda: self._sdk.chat.completions.create(**kwargs),
-            policy=self.retry,
-            sdk=self._openai,
-            where=self._where(),
-        )
-        return self._completion(response)
+    def _stream_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"stream": True}
+        if self.stream_usage:
+            fields["stream_options"] = {"include_usage": True}
+        return fields
+
+    def _create(self, kwargs: dict[str, Any]) -> Any:
+        return self._sdk.chat.completions.create(**kwargs)
 
     def _completion(self, response: Any) -> Completion:
-        try:
-            choices = response.choices
-            if not isinstance(choices, list) or not choices:
-                raise LLMResponseError(
-                    f"The model at {self._where()} returned no choices. The endpoint may not "
-                    "support this model or request; check its logs."
-                )
-            choice = choices[0]
-            message = choice.message
-            calls = tuple(
-                ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
-                for c in (message.tool_calls or [])
-                if getattr(c, "type", "function") == "function"
-            )
-            return Completion(
-                text=message.content or "",
-                tool_calls=calls,
-                finish_reason=choice.finish_reason,
-                usage=usage_from_openai(response.usage),
-                model=response.model or self.model,
-            )
-        except (AttributeError, TypeError) as exc:
+        choices = response.choices
+        if not isinstance(choices, list) or not choices:
             raise LLMResponseError(
-                f"The model at {self._where()} answered in an unexpected shape ({exc}). "
-                "Check that llm.base_url points at an OpenAI-compatible chat API."
-            ) from exc
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-    ) -> Iterator[StreamEvent]:
-        """Yield text deltas and finished tool calls as they arrive, then ``"done"``.
-
-        Failures before the first chunk are retried; after it, output has been handed to
-        the caller and a failure is raised as is.
-        """
-        kwargs = self._request(messages, tools, temperature, max_tokens, timeout)
-        kwargs["stream"] = True
-        if self.stream_usage:
-            kwargs["stream_options"] = {"include_usage": True}
-
-        def open_stream() -> tuple[Any, Iterator[Any], Any]:
-            response = self._sdk.chat.completions.create(**kwargs)
-            chunks = iter(response)
-            return response, chunks, next(chunks, None)
-
-        response, chunks, first = call_with_retries(
-            open_stream, policy=self.retry, sdk=self._openai, where=self._where()
+                f"The model at {self._where()} returned no choices. The endpoint may not "
+                "support this model or request; check its logs."
+            )
+        choice = choices[0]
+        message = choice.message
+        calls = tuple(
+            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "")
+            for c in (message.tool_calls or [])
+            if getattr(c, "type", "function") == "function"
         )
-        try:
-            yield from self._assemble(first, chunks)
-        except sdk_base_error(self._openai) as exc:
-            raise classify(exc, self._openai, self._where()).error from exc
-        except ValueError as exc:
-            raise LLMResponseError(
-                f"The stream from {self._where()} held a chunk that is not JSON ({exc})."
-            ) from exc
-        finally:
-            response.close()
+        return Completion(
+            text=message.content or "",
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            usage=usage_from_openai(response.usage),
+            model=response.model or self.model,
+        )
 
     def _assemble(self, first: Any, chunks: Iterator[Any]) -> Iterator[StreamEvent]:
         text: list[str] = []
@@ -332,7 +250,7 @@ class OpenAIClient:
                 timeout=self.timeout if timeout is None else timeout,
             ),
             policy=self.retry,
-            sdk=self._openai,
+            sdk=self._sdk_module,
             where=where,
         )
         try:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from memstrata.testing.embeddings import EmbeddingMode
 from memstrata.testing.fake_http import MODEL_CALL_PATHS, FakeHTTPServer
 from memstrata.testing.replies import Reply, Rule, default_reply, make_rule, to_reply
+from memstrata.testing.wire import common_prefix_length
 
 # Prefixes kept for the cached-tokens estimate; a real prompt cache also holds many.
 _PREFIX_HISTORY = 64
@@ -44,18 +45,6 @@ class RecordedRequest:
     headers: Mapping[str, str]
     body: Any
     raw: bytes = field(repr=False)
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix, by binary search over C-speed slice comparisons."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 class FakeLLMServer:
@@ -278,6 +267,6 @@ class FakeLLMServer:
     def _cached_tokens(self, prompt: str) -> int:
         """Tokens of the longest prefix shared with an earlier request (prefix-cache model)."""
         with self._lock:
-            best = max((_common_prefix(prompt, p) for p in self._prefixes), default=0)
+            best = max((common_prefix_length(prompt, p) for p in self._prefixes), default=0)
             self._prefixes.append(prompt)
         return best // 4
