@@ -21,16 +21,12 @@ and keep live rows. Only a purge deletes the row, and its triggers take the text
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from memstrata.errors import SchemaError
-from memstrata.migrations import CJK_FUNCTION, applied
+from memstrata.migrations import CJK_FUNCTION, Migration, run_migrations
 from memstrata.query import Index
 
-Migration = Callable[[sqlite3.Connection], None]
 FACTS_MIGRATIONS: list[tuple[str, Migration]] = []
 
 CATEGORIES: Final = ("identity", "preference", "episodic", "note")
@@ -227,32 +223,7 @@ def _trigger_sql() -> list[str]:
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply the missing facts migrations (``conn`` in autocommit); return those applied.
 
-    Each runs in ``BEGIN IMMEDIATE`` so two processes opening a new file at once cannot
-    both apply it: the second re-reads ``_migrations`` under the write lock and skips.
+    Same runner as the session store (:func:`memstrata.migrations.run_migrations`): one
+    ``BEGIN IMMEDIATE`` transaction per migration, so concurrent openers apply each once.
     """
-    known = [name for name, _ in FACTS_MIGRATIONS]
-    done_now: list[str] = []
-    for name, fn in FACTS_MIGRATIONS:
-        if name in applied(conn):
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if name in applied(conn):
-                conn.execute("ROLLBACK")
-                continue
-            fn(conn)
-            conn.execute(
-                "INSERT INTO _migrations(name, applied_at) VALUES (?, ?)", (name, time.time())
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        done_now.append(name)
-    unknown = [name for name in applied(conn) if name not in known]
-    if unknown:
-        raise SchemaError(
-            f"This facts database was upgraded by a newer memstrata (migrations {unknown}). "
-            "Upgrade memstrata: pip install -U memstrata."
-        )
-    return done_now
+    return run_migrations(conn, FACTS_MIGRATIONS, what="facts database")

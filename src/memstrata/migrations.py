@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from memstrata.cjk import cjk_terms
 from memstrata.errors import SchemaError
@@ -201,15 +201,30 @@ def applied(conn: sqlite3.Connection) -> list[str]:
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply every missing migration; return the names applied now.
+    """Apply every missing session-store migration; return the names applied now.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``); see :func:`run_migrations`.
+    """
+    return run_migrations(conn, MIGRATIONS)
+
+
+def run_migrations(
+    conn: sqlite3.Connection,
+    migrations: Sequence[tuple[str, Migration]],
+    *,
+    what: str = "database",
+) -> list[str]:
+    """Apply the missing ``migrations`` in order, recorded in ``_migrations``; return those applied.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``). Each migration runs in
     ``BEGIN IMMEDIATE`` so two processes opening a new store at once cannot both apply it:
-    the second re-reads the table under the write lock and skips what is done.
+    the second re-reads the table under the write lock and skips what is done. ``what``
+    names the database in the error raised when it holds migrations this version does
+    not know (it was upgraded by a newer memstrata).
     """
-    known = [name for name, _ in MIGRATIONS]
+    known = [name for name, _ in migrations]
     done_now: list[str] = []
-    for name, fn in MIGRATIONS:
+    for name, fn in migrations:
         if name in applied(conn):
             continue
         conn.execute("BEGIN IMMEDIATE")
@@ -229,7 +244,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     unknown = [name for name in applied(conn) if name not in known]
     if unknown:
         raise SchemaError(
-            f"This database was upgraded by a newer memstrata (migrations {unknown}). "
+            f"This {what} was upgraded by a newer memstrata (migrations {unknown}). "
             "Upgrade memstrata: pip install -U memstrata."
         )
     return done_now
