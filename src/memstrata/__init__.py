@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from memstrata.providers import BuiltinMemoryProvider, MemoryProvider, MemoryWriteMetadata
     from memstrata.query import compile_query
     from memstrata.scanner import ThreatFinding, scan_for_threats, threat_message
+    from memstrata.search import session_search
+    from memstrata.search_tool import SessionSearchTool
     from memstrata.session_split import compact_session, split_session
     from memstrata.store import SessionStore
     from memstrata.tools import Toolbox, dispatch_tool
@@ -90,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "Pricing": "memstrata.agent_turn",
     "PromptBuilder": "memstrata.prompt",
     "PromptContext": "memstrata.prompt",
+    "SessionSearchTool": "memstrata.search_tool",
     "SessionStore": "memstrata.store",
     "StreamingContextScrubber": "memstrata.fencing",
     "ThreatFinding": "memstrata.scanner",
@@ -111,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "scan_for_threats": "memstrata.scanner",
     "search_messages": "memstrata.fulltext",
     "search_sessions": "memstrata.fulltext",
+    "session_search": "memstrata.search",
     "split_session": "memstrata.session_split",
     "threat_message": "memstrata.scanner",
 }
@@ -140,6 +144,7 @@ __all__ = [
     "Pricing",
     "PromptBuilder",
     "PromptContext",
+    "SessionSearchTool",
     "SessionStore",
     "StreamingContextScrubber",
     "ThreatFinding",
@@ -162,6 +167,7 @@ __all__ = [
     "scan_for_threats",
     "search_messages",
     "search_sessions",
+    "session_search",
     "split_session",
     "threat_message",
 ]
