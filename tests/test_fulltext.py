@@ -325,3 +325,118 @@ def test_trigram_serves_terms_the_word_index_misses(tmp_path: Path) -> None:
         hits = search_messages(s, "getUser")
         assert [h["id"] for h in hits] == [1]
         assert ">>>getUser" in hits[0]["snippet"]
+
+
+def _reference_highlight(text: str, needles: list[str], width: int = 120) -> str:
+    """Every occurrence of every needle marked over the whole text, then windowed."""
+    from memstrata.cjk import has_cjk
+
+    def latin_alnum(ch: str) -> bool:
+        return ch.isalnum() and not has_cjk(ch)
+
+    lower = text.lower()
+    spans: list[tuple[int, int]] = []
+    for needle in {n.lower() for n in needles if n}:
+        latin = not has_cjk(needle) and needle[:1].isalnum()
+        pos = lower.find(needle)
+        while pos >= 0:
+            end = pos + len(needle)
+            if latin and pos > 0 and latin_alnum(lower[pos - 1]):
+                pos = lower.find(needle, pos + 1)
+                continue
+            while latin and end < len(lower) and latin_alnum(lower[end]):
+                end += 1
+            spans.append((pos, end))
+            pos = lower.find(needle, pos + 1)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    begin = max(0, merged[0][0] - width // 3) if merged else 0
+    stop = min(len(text), begin + width)
+    out, cursor = ["..." if begin > 0 else ""], begin
+    for start, end in merged:
+        if end <= begin or start >= stop:
+            continue
+        start, end = max(start, begin), min(end, stop)
+        out += [text[cursor:start], ">>>", text[start:end], "<<<"]
+        cursor = end
+    out += [text[cursor:stop], "..." if stop < len(text) else ""]
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="ab cé服务端-_", max_size=400),
+    needles=st.lists(st.text(alphabet="ab cé服务端", min_size=1, max_size=4), max_size=4),
+)
+def test_windowed_highlight_equals_marking_the_whole_text(text: str, needles: list[str]) -> None:
+    """Scanning only the snippet window marks exactly what a scan of the whole text would."""
+    assert highlight(text, needles) == _reference_highlight(text, needles)
+
+
+def test_boolean_query_with_many_matches_ranks_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past BOOLEAN_RANKED matches, AND/NOT rank their newest; a filter still reaches old rows."""
+    import memstrata.fulltext as ft
+
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            [{"role": "user", "content": "deploy deploy deploy staging", "timestamp": 10.0}]
+            + [
+                {"role": "user", "content": f"deploy staging step {i}", "timestamp": 20.0 + i}
+                for i in range(30)
+            ]
+            + [{"role": "user", "content": "deploy to the desert", "timestamp": 60.0}],
+        )
+        exact = [h["id"] for h in search_messages(s, "deploy NOT desert", limit=40)]
+        assert exact[0] == 1 and 32 not in exact and len(exact) == 31
+        monkeypatch.setattr(ft, "BOOLEAN_RANKED", 10)
+        monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 5)
+        capped = [h["id"] for h in search_messages(s, "deploy NOT desert", limit=5)]
+        # Only the 10 newest matches (ids 22-31) were scored; the excluded row stays out.
+        assert len(capped) == 5 and set(capped) <= set(range(22, 32))
+        assert [h["id"] for h in search_messages(s, "deploy AND staging", limit=3)] != [1]
+        # A filter that empties the newest window falls back to the exact query.
+        old = search_messages(s, "deploy AND staging", until=15.0)
+        assert [h["id"] for h in old] == [1]
+
+
+def test_or_of_common_terms_puts_rows_holding_all_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When every term is common, a message holding all of them beats the newest matches."""
+    import memstrata.fulltext as ft
+
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            [{"role": "user", "content": "Both kafka and redis showed up in the trace"}]
+            + [{"role": "user", "content": f"kafka consumer lag {i}"} for i in range(20)]
+            + [{"role": "user", "content": f"redis eviction {i}"} for i in range(20)]
+            + [{"role": "user", "content": f"filler line {i}"} for i in range(100)],
+        )
+        monkeypatch.setattr(ft, "COMMON_DF", 5)
+        hits = search_messages(s, "kafka OR redis", limit=3)
+        assert hits[0]["id"] == 1
+        assert ">>>kafka<<<" in hits[0]["snippet"] and ">>>redis<<<" in hits[0]["snippet"]
+        # One common term alone: its newest matches, each scored as holding it.
+        single = search_messages(s, "kafka", limit=3)
+        assert [h["id"] for h in single] == [21, 20, 19]
+        assert all(h["score"] == 1.0 for h in single)
+
+
+def test_context_of_every_hit_in_one_page(store: SessionStore) -> None:
+    """Each hit of a page gets its own session's previous and next visible message."""
+    hits = {h["id"]: h["context"] for h in search_messages(store, "deploy OR sunrise OR hi")}
+    assert hits[4] == [{"role": "assistant", "content": "That sounds like a great group."}]
+    assert hits[5] == [{"role": "assistant", "content": ""}]
+    assert hits[1] == [
+        {"role": "user", "content": "Caroline went to the LGBTQ support group yesterday"}
+    ]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memstrata import fulltext_substring as substring
 from memstrata import migrations
 from memstrata.query import (
     INDEXES,
@@ -30,12 +31,20 @@ CORPUS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def conn() -> Iterator[sqlite3.Connection]:
-    """A small migrated database holding CORPUS, shared by the property test."""
+@pytest.fixture(scope="module", params=["positions", "no-positions"])
+def conn(request: pytest.FixtureRequest) -> Iterator[sqlite3.Connection]:
+    """A small migrated database holding CORPUS, shared by the property test; once with
+    the shipped trigram index and once with one that keeps no positions."""
     db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     migrations.register_functions(db)
     migrations.migrate(db)
+    if request.param == "no-positions":
+        db.execute("DROP TABLE messages_fts_trigram")
+        db.execute(
+            migrations.FTS_TABLES["messages_fts_trigram"].replace(
+                "tokenize='trigram'", "tokenize='trigram', detail='none'"
+            )
+        )
     db.execute("INSERT INTO sessions(id, source, started_at) VALUES ('s', 'cli', 0)")
     for i, text in enumerate(CORPUS):
         db.execute(
@@ -53,6 +62,11 @@ def matches(conn: sqlite3.Connection, query: str) -> dict[str, set[int]]:
     for index in INDEXES:
         expr = compiled.match[index]
         table = TABLES[index]
+        if expr is not None and index == "trigram" and not substring.positions_kept(conn):
+            assert compiled.tree is not None
+            rows = substring.candidates(conn, compiled.tree, "", [], "", 1000, "newest")
+            out[index] = {r[0] for r in rows}
+            continue
         out[index] = (
             set()
             if expr is None
@@ -215,8 +229,9 @@ _QUERIES = st.one_of(
 def test_any_string_compiles_and_runs_without_error(conn: sqlite3.Connection, query: str) -> None:
     """Every index accepts the compiled expression of any unicode string."""
     compiled = compile_query(query)
+    matches(conn, query)
     for index in INDEXES:
         expr = compiled.match[index]
-        if expr is not None:
+        if expr is not None and (index != "trigram" or substring.positions_kept(conn)):
             table = TABLES[index]
             conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expr,)).fetchall()

@@ -18,17 +18,38 @@ the number of messages that match it beyond the bounded candidate scans.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from memstrata.cjk import has_cjk
+from memstrata import fulltext_substring as substring
 from memstrata.errors import SessionStoreError
-from memstrata.query import CompiledQuery, Index, Term, compile_query
+from memstrata.fulltext_filters import Filters, make_filters
+from memstrata.fulltext_hits import highlight, hit_dicts, session_titles, term_needle, text_of
+from memstrata.query import CompiledQuery, Index, Node, Term, compile_query
+
+__all__ = [
+    "BOOLEAN_RANKED",
+    "CANDIDATES",
+    "COLUMN_WEIGHTS",
+    "COMMON_DF",
+    "MESSAGE_CANDIDATES",
+    "SESSION_TOP_HITS",
+    "Candidate",
+    "Filters",
+    "aggregate_sessions",
+    "collect_candidates",
+    "highlight",
+    "hit_dicts",
+    "lineage_roots",
+    "make_filters",
+    "search_messages",
+    "search_sessions",
+    "term_needle",
+    "text_of",
+]
 
 # How many rows each index contributes before fusion. Bounded so a query's cost does not
 # grow with the number of matching rows. Ranking sessions needs several hits per session
@@ -44,12 +65,16 @@ COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
 # session win on volume alone (see benchmarks/results/recall.md for the measurement).
 SESSION_TOP_HITS = 2
 # A term found in more rows than this is "common": it is not scanned with BM25 when a
-# rarer term can find the candidates (see _bounded_candidates). Scoring a row costs a few
-# microseconds, so this bounds a natural question's scan to a few milliseconds.
-COMMON_DF = 2000
-_SNIPPET_CHARS = 120
-_CONTEXT_CHARS = 200
-_JSON_SENTINEL = "\x00json:"
+# rarer term can find the candidates (see _bounded_candidates). Scoring a row
+# costs a few microseconds, so this bounds a query's BM25 scan to about a millisecond per
+# term whatever the store's size. LoCoMo session recall is unchanged down to ~50 rows
+# (benchmarks/results/recall.md); 500 keeps a wide margin above that.
+COMMON_DF = 500
+# A boolean query (AND, NOT) with more matches than this ranks only its newest
+# BOOLEAN_RANKED (see _capped_candidates). Higher than COMMON_DF: an AND of common words
+# has no rarer term to lean on, and BM25's preference for short messages that hold every
+# word is what finds the right one among thousands.
+BOOLEAN_RANKED = 2000
 
 Fusion = Literal["scaled", "rrf"]
 Sort = Literal["newest", "oldest"]
@@ -80,84 +105,6 @@ def _connection(store: Source) -> Iterator[sqlite3.Connection]:
             yield conn
 
 
-@dataclass(frozen=True)
-class Filters:
-    """Row filters shared by every candidate query; values are always bound parameters."""
-
-    roles: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-    exclude_sources: tuple[str, ...] = ()
-    exclude_session_ids: tuple[str, ...] = ()
-    since: float | None = None
-    until: float | None = None
-    include_inactive: bool = False
-
-    @property
-    def needs_sessions(self) -> bool:
-        """True when a filter reads the sessions table."""
-        return bool(self.sources or self.exclude_sources)
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """Return the WHERE fragment (starting with AND, or empty) and its parameters."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        if not self.include_inactive:
-            # Rewound or undone rows are hidden; compaction-archived rows stay findable.
-            clauses.append("(m.active = 1 OR m.compacted = 1)")
-        for column, values, negate in (
-            ("m.role", self.roles, False),
-            ("s.source", self.sources, False),
-            ("s.source", self.exclude_sources, True),
-            ("m.session_id", self.exclude_session_ids, True),
-        ):
-            if values:
-                marks = ", ".join("?" for _ in values)
-                clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
-                params.extend(values)
-        if self.since is not None:
-            clauses.append("m.timestamp >= ?")
-            params.append(self.since)
-        if self.until is not None:
-            clauses.append("m.timestamp <= ?")
-            params.append(self.until)
-        return "".join(f" AND {c}" for c in clauses), params
-
-
-def _as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...]:
-    """Accept a list or a comma-separated string (as tool calls send it)."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return tuple(dict.fromkeys(str(v).strip() for v in items if str(v).strip()))
-
-
-def make_filters(
-    *,
-    role_filter: str | Iterable[str] | None = None,
-    source_filter: str | Iterable[str] | None = None,
-    exclude_sources: str | Iterable[str] | None = None,
-    exclude_session_ids: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    include_inactive: bool = False,
-) -> Filters:
-    """Normalise the keyword filters of the search functions into :class:`Filters`."""
-    for name, value in (("since", since), ("until", until)):
-        if value is not None and not isinstance(value, int | float):
-            raise SessionStoreError(
-                f"{name} must be a Unix timestamp in seconds (int or float), got {value!r}."
-            )
-    return Filters(
-        roles=_as_tuple(role_filter),
-        sources=_as_tuple(source_filter),
-        exclude_sources=_as_tuple(exclude_sources),
-        exclude_session_ids=_as_tuple(exclude_session_ids),
-        since=None if since is None else float(since),
-        until=None if until is None else float(until),
-        include_inactive=include_inactive,
-    )
-
-
 @dataclass
 class Candidate:
     """A message found by at least one index, with its per-index BM25 and fused score."""
@@ -176,10 +123,19 @@ def _index_candidates(
     filters: Filters,
     k: int,
     order: Literal["rank", "newest", "oldest"],
+    floor: int = 0,
 ) -> list[tuple[int, str, float, float]]:
-    """Best k rows of one index as (id, session_id, timestamp, bm25)."""
+    """Best k rows of one index as (id, session_id, timestamp, bm25).
+
+    ``floor`` > 0 ranks only the matches with rowid >= floor: FTS5 takes the rowid range
+    into the scan, so rows below it are neither visited nor scored.
+    """
     table = _TABLES[index]
     where, params = filters.sql()
+    if floor > 0:
+        match_sql, match_params = f"{table} MATCH ? AND {table}.rowid >= ?", [match, floor]
+    else:
+        match_sql, match_params = f"{table} MATCH ?", [match]
     join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
     if order == "rank":
         weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
@@ -188,7 +144,7 @@ def _index_candidates(
         # rows leave too few, and then the exact (joined) query runs instead.
         inner = (
             f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
-            f"WHERE {table} MATCH ? ORDER BY score LIMIT ?"
+            f"WHERE {match_sql} ORDER BY score LIMIT ?"
         )
         fast = (
             f"SELECT m.id, m.session_id, m.timestamp, f.score FROM ({inner}) f "
@@ -196,7 +152,7 @@ def _index_candidates(
         )
         rows = [
             (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
-            for r in conn.execute(fast, [match, 2 * k, *params])
+            for r in conn.execute(fast, [*match_params, 2 * k, *params])
         ]
         if len(rows) >= k or (not where and not join_sessions):
             return rows[:k]
@@ -209,11 +165,11 @@ def _index_candidates(
     sql = (
         f"SELECT m.id, m.session_id, m.timestamp, {score} AS score "
         f"FROM {table} JOIN messages m ON m.id = {table}.rowid{join_sessions} "
-        f"WHERE {table} MATCH ?{where} ORDER BY {order_by} LIMIT ?"
+        f"WHERE {match_sql}{where} ORDER BY {order_by} LIMIT ?"
     )
     return [
         (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
-        for r in conn.execute(sql, [match, *params, k])
+        for r in conn.execute(sql, [*match_params, *params, k])
     ]
 
 
@@ -235,6 +191,28 @@ def _common_df(conn: sqlite3.Connection, index: Index, leaf: str, total: int) ->
     return min(float(total), (COMMON_DF + 1) * total / span)
 
 
+def _capped_candidates(
+    conn: sqlite3.Connection, index: Index, match: str, filters: Filters, k: int
+) -> list[tuple[int, str, float, float]]:
+    """Rank a boolean query (AND, NOT, OR of groups) without scoring every match.
+
+    ``deploying NOT desert`` matches every row of a common word; BM25 over all of them
+    costs microseconds a row. When the query has more than BOOLEAN_RANKED matches, only
+    the newest BOOLEAN_RANKED are ranked (finding where they start is a walk of the doclists, tens
+    of nanoseconds a row). When filters leave fewer than k of them, the exact query runs.
+    """
+    table = _TABLES[index]
+    row = conn.execute(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (match, BOOLEAN_RANKED - 1),
+    ).fetchone()
+    if row is not None and k <= BOOLEAN_RANKED:
+        rows = _index_candidates(conn, index, match, filters, k, "rank", floor=int(row[0]))
+        if len(rows) >= k:
+            return rows
+    return _index_candidates(conn, index, match, filters, k, "rank")
+
+
 def _word_hit(conn: sqlite3.Connection, term: Term) -> bool:
     if term.word is None:
         return False
@@ -242,23 +220,6 @@ def _word_hit(conn: sqlite3.Connection, term: Term) -> bool:
         "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1", (term.word,)
     ).fetchone()
     return row is not None
-
-
-def term_needle(term: Term) -> str:
-    """The lowercase text that shows a term occurs: a prefix that survives inflection for
-    a Latin word (the word index is Porter-stemmed), the literal text otherwise."""
-    text = term.text.rstrip("*")
-    if has_cjk(text):
-        return text
-    words: list[str] = re.findall(r"\w+", text)
-    if not words:
-        return text
-    last = words[-1]
-    for suffix in ("ing", "ed", "es", "s", "e", "y"):
-        if last.endswith(suffix) and len(last) - len(suffix) >= 3:
-            last = last[: -len(suffix)]
-            break
-    return text[: text.rfind(words[-1])] + last
 
 
 def _bounded_candidates(
@@ -274,8 +235,9 @@ def _bounded_candidates(
     Terms in more than COMMON_DF rows carry little weight (their IDF is low) but would
     dominate the cost. They are left out of the BM25 scan when a rarer term exists, and
     added back to the candidates' scores as IDF x presence, checked on the candidates'
-    text. When every term is common, the newest matches are candidates and the common
-    terms alone score them.
+    text. When the rare terms find fewer than k rows, the newest rows holding every
+    common term follow, then the newest matches of any of them, scored by the common
+    terms alone.
     """
     common: list[tuple[str, Term, float]] = []
     rare: list[str] = []
@@ -288,6 +250,14 @@ def _bounded_candidates(
     if not common:
         return _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank")
     rows = _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank") if rare else []
+    if len(rows) < k and len(common) > 1:
+        # Rows holding every common term come next (newest first): with the presence
+        # bonus below they rank above rows holding only some of them, as a full OR scan
+        # would rank them. No BM25 here: its IDF counts every row of every common term.
+        seen = {r[0] for r in rows}
+        every = " AND ".join(leaf for leaf, _, _ in common)
+        both = _index_candidates(conn, index, every, filters, k - len(rows), "newest")
+        rows += [r for r in both if r[0] not in seen]
     if len(rows) < k:
         # Too few rare matches (or none): the newest matches of the common terms fill up.
         seen = {r[0] for r in rows}
@@ -301,6 +271,10 @@ def _bounded_candidates(
         (term_needle(term), max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6))
         for _, term, df in common
     ]
+    if not rare and len(weights) == 1:
+        # One common term and nothing else: every candidate matched it in this index, so
+        # its text need not be read to know it holds the term.
+        return [(mid, sid, ts, bm - weights[0][1]) for mid, sid, ts, bm in rows]
     marks = ", ".join("?" for _ in rows)
     texts = {
         int(r[0]): " ".join(x for x in (text_of(r[1]), r[2], r[3]) if x).lower()
@@ -330,8 +304,10 @@ def collect_candidates(
 ) -> list[Candidate]:
     """Run the compiled query on each index and fuse the candidates, best first.
 
-    ``bounded`` keeps very common terms out of the BM25 scan (see _bounded_candidates);
-    it applies to pure OR queries ranked by relevance, which is every natural question.
+    ``bounded`` keeps very common terms out of the BM25 scan when ranking by relevance:
+    a pure OR query (every natural question) leaves its common terms out of the scan
+    (see _bounded_candidates), any other query ranks at most its BOOLEAN_RANKED newest
+    matches (see _capped_candidates).
     """
     found: dict[int, Candidate] = {}
     total = 0
@@ -350,8 +326,19 @@ def collect_candidates(
             if not leaves:
                 continue
             match = " OR ".join(leaf for leaf, _ in leaves)
-        if total > COMMON_DF and leaves:
+        if index == "trigram" and not substring.positions_kept(conn):
+            if compiled.leaves is not None:
+                node = Node("or", tuple(Node("term", term=t) for _, t in leaves))
+            else:
+                assert compiled.tree is not None  # a query with a MATCH has a tree
+                node = compiled.tree
+            where, params = filters.sql()
+            joined = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+            rows = substring.candidates(conn, node, where, params, joined, k, order)
+        elif total > COMMON_DF and leaves:
             rows = _bounded_candidates(conn, index, leaves, filters, k, total)
+        elif bounded and order == "rank" and compiled.leaves is None:
+            rows = _capped_candidates(conn, index, match, filters, k)
         else:
             rows = _index_candidates(conn, index, match, filters, k, order)
         if not rows:
@@ -492,7 +479,7 @@ def search_sessions(
         ranked = aggregate_sessions(cands, roots, top_hits=top_hits)[:limit]
         best = [group[0] for _, group in ranked]
         hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
-        titles = _titles(conn, [c.session_id for c in best])
+        titles = session_titles(conn, [c.session_id for c in best])
     out: list[dict[str, Any]] = []
     for (root, group), top in zip(ranked, best, strict=True):
         hit = hits[top.id]
@@ -555,166 +542,3 @@ def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[
     for start, cur in conn.execute(sql, ids):
         roots[start] = cur
     return roots
-
-
-def _titles(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, str | None]:
-    if not session_ids:
-        return {}
-    marks = ", ".join("?" for _ in session_ids)
-    rows = conn.execute(f"SELECT id, title FROM sessions WHERE id IN ({marks})", session_ids)
-    return {str(r[0]): r[1] for r in rows}
-
-
-def text_of(content: str | None) -> str:
-    """Plain text of stored content (structured content is joined text parts)."""
-    if content is None:
-        return ""
-    if not content.startswith(_JSON_SENTINEL):
-        return content
-    try:
-        value = json.loads(content[len(_JSON_SENTINEL) :])
-    except ValueError:
-        return content[len(_JSON_SENTINEL) :]
-    if isinstance(value, list):
-        parts = [str(p.get("text", "")) for p in value if isinstance(p, dict) and p.get("text")]
-        return " ".join(parts) if parts else "[multimodal content]"
-    return str(value)
-
-
-def hit_dicts(
-    conn: sqlite3.Connection,
-    compiled: CompiledQuery,
-    page: Sequence[Candidate],
-    filters: Filters,
-    *,
-    context: bool = True,
-) -> list[dict[str, Any]]:
-    """Turn the final page of candidates into result dicts (snippets, session, context)."""
-    if not page:
-        return []
-    ids = [c.id for c in page]
-    marks = ", ".join("?" for _ in ids)
-    rows = {
-        int(r[0]): r
-        for r in conn.execute(
-            "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
-            "m.tool_calls, s.source, s.model, s.started_at "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})",
-            ids,
-        )
-    }
-    snippets = _snippets(compiled, page, rows)
-    out: list[dict[str, Any]] = []
-    for cand in page:
-        row = rows.get(cand.id)
-        if row is None:  # deleted between the two reads
-            continue
-        hit: dict[str, Any] = {
-            "id": cand.id,
-            "session_id": row[1],
-            "role": row[2],
-            "snippet": snippets.get(cand.id, ""),
-            "timestamp": row[4],
-            "tool_name": row[5],
-            "source": row[7],
-            "model": row[8],
-            "session_started": row[9],
-            "score": round(cand.score, 6),
-        }
-        if context:
-            hit["context"] = _context(conn, row[1], cand.id, filters)
-        out.append(hit)
-    return out
-
-
-def _snippets(
-    compiled: CompiledQuery, page: Sequence[Candidate], rows: dict[int, Any]
-) -> dict[int, str]:
-    # Highlighted in Python on the final page only: FTS5's snippet() would need the MATCH
-    # re-run per row (a rowid lookup restarts the whole query), and the contentless bigram
-    # index has no text to cut a snippet from anyway.
-    needles = _highlight_needles(compiled)
-    snippets: dict[int, str] = {}
-    for cand in page:
-        row = rows.get(cand.id)
-        if row is None:
-            continue
-        fields = [text_of(row[3]), row[5] or "", row[6] or ""]
-        lowered = [f.lower() for f in fields]
-        # The first field holding a match (content, tool name, tool-call arguments).
-        chosen = next(
-            (f for f, low in zip(fields, lowered, strict=True) if any(n in low for n in needles)),
-            fields[0] or fields[1] or fields[2],
-        )
-        snippets[cand.id] = highlight(chosen, needles)
-    return snippets
-
-
-def _highlight_needles(compiled: CompiledQuery) -> list[str]:
-    if compiled.tree is None:
-        return []
-    needles = {term_needle(t) for t in compiled.tree.positive_terms()}
-    needles |= set(compiled.highlights)
-    return sorted((n for n in needles if n.strip()), key=lambda n: (-len(n), n))
-
-
-def highlight(text: str, needles: Sequence[str], width: int = _SNIPPET_CHARS) -> str:
-    """A window of ``text`` around the first needle, matches wrapped in >>> <<<.
-
-    Overlapping or adjacent matches (the bigrams of one CJK word) become one marked span.
-    """
-    lower = text.lower()
-    spans: list[tuple[int, int]] = []
-    for needle in {n.lower() for n in needles if n}:
-        latin = not has_cjk(needle) and needle[:1].isalnum()
-        pos = lower.find(needle)
-        while pos >= 0:
-            end = pos + len(needle)
-            if latin:
-                # A Latin needle is a word start ("paint" marks all of "painting").
-                if pos > 0 and _is_latin_alnum(lower[pos - 1]):
-                    pos = lower.find(needle, pos + 1)
-                    continue
-                while end < len(lower) and _is_latin_alnum(lower[end]):
-                    end += 1
-            spans.append((pos, end))
-            pos = lower.find(needle, pos + 1)
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    begin = max(0, merged[0][0] - width // 3) if merged else 0
-    stop = min(len(text), begin + width)
-    out = ["..." if begin > 0 else ""]
-    cursor = begin
-    for start, end in merged:
-        if end <= begin or start >= stop:
-            continue
-        start, end = max(start, begin), min(end, stop)
-        out += [text[cursor:start], ">>>", text[start:end], "<<<"]
-        cursor = end
-    out += [text[cursor:stop], "..." if stop < len(text) else ""]
-    return "".join(out)
-
-
-def _is_latin_alnum(ch: str) -> bool:
-    # CJK characters are alphanumeric too, but a Latin word glued to CJK ends there.
-    return ch.isalnum() and not has_cjk(ch)
-
-
-def _context(
-    conn: sqlite3.Connection, session_id: str, message_id: int, filters: Filters
-) -> list[dict[str, str]]:
-    visible = "" if filters.include_inactive else " AND (active = 1 OR compacted = 1)"
-    out: list[dict[str, str]] = []
-    for op, direction in (("<", "DESC"), (">", "ASC")):
-        row = conn.execute(
-            f"SELECT role, content FROM messages WHERE session_id = ? AND id {op} ?{visible} "
-            f"ORDER BY id {direction} LIMIT 1",
-            (session_id, message_id),
-        ).fetchone()
-        if row is not None:
-            out.append({"role": row[0], "content": text_of(row[1])[:_CONTEXT_CHARS]})
-    return out

@@ -1,0 +1,91 @@
+"""Row filters of a full-text search: roles, sources, sessions, time range, visibility.
+
+Every candidate query applies them inside its own SQL, as bound parameters, so a filter
+never empties a list that the index had already truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memstrata.errors import SessionStoreError
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Row filters shared by every candidate query; values are always bound parameters."""
+
+    roles: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    exclude_sources: tuple[str, ...] = ()
+    exclude_session_ids: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    include_inactive: bool = False
+
+    @property
+    def needs_sessions(self) -> bool:
+        """True when a filter reads the sessions table."""
+        return bool(self.sources or self.exclude_sources)
+
+    def sql(self) -> tuple[str, list[Any]]:
+        """Return the WHERE fragment (starting with AND, or empty) and its parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not self.include_inactive:
+            # Rewound or undone rows are hidden; compaction-archived rows stay findable.
+            clauses.append("(m.active = 1 OR m.compacted = 1)")
+        for column, values, negate in (
+            ("m.role", self.roles, False),
+            ("s.source", self.sources, False),
+            ("s.source", self.exclude_sources, True),
+            ("m.session_id", self.exclude_session_ids, True),
+        ):
+            if values:
+                marks = ", ".join("?" for _ in values)
+                clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
+                params.extend(values)
+        if self.since is not None:
+            clauses.append("m.timestamp >= ?")
+            params.append(self.since)
+        if self.until is not None:
+            clauses.append("m.timestamp <= ?")
+            params.append(self.until)
+        return "".join(f" AND {c}" for c in clauses), params
+
+
+def _as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Accept a list or a comma-separated string (as tool calls send it)."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(dict.fromkeys(str(v).strip() for v in items if str(v).strip()))
+
+
+def make_filters(
+    *,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    include_inactive: bool = False,
+) -> Filters:
+    """Normalise the keyword filters of the search functions into :class:`Filters`."""
+    for name, value in (("since", since), ("until", until)):
+        if value is not None and not isinstance(value, int | float):
+            raise SessionStoreError(
+                f"{name} must be a Unix timestamp in seconds (int or float), got {value!r}."
+            )
+    return Filters(
+        roles=_as_tuple(role_filter),
+        sources=_as_tuple(source_filter),
+        exclude_sources=_as_tuple(exclude_sources),
+        exclude_session_ids=_as_tuple(exclude_session_ids),
+        since=None if since is None else float(since),
+        until=None if until is None else float(until),
+        include_inactive=include_inactive,
+    )
