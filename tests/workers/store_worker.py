@@ -129,7 +129,7 @@ def search(db: str, stop: str) -> None:
         with store.read_conn() as conn:
             for table, term in (
                 ("messages_fts", "token"),
-                ("messages_fts_trigram", "hare"),
+                ("messages_fts_trigram", '"har"'),
                 ("messages_fts_cjk", '"共享 享消"'),
             ):
                 conn.execute(
