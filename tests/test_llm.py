@@ -3,6 +3,7 @@ retries, streaming assembly, embeddings and settings resolution."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import random
@@ -54,6 +55,14 @@ TOOLS = [
         },
     }
 ]
+
+
+# The Anthropic client's tests need its SDK (`pip install 'memstrata[anthropic]'`); the
+# translation tests below do not.
+needs_anthropic = pytest.mark.skipif(
+    importlib.util.find_spec("anthropic") is None,
+    reason="the anthropic extra is not installed: pip install 'memstrata[anthropic]'",
+)
 
 
 @pytest.fixture(scope="module")
@@ -606,6 +615,7 @@ def test_openai_messages_become_anthropic_turns() -> None:
     assert [b["tool_use_id"] for b in turns[2]["content"]] == ["a", "b"]
 
 
+@needs_anthropic
 def test_anthropic_complete_and_tools(server: FakeLLMServer, claude: AnthropicClient) -> None:
     """AnthropicClient sends Messages API requests and returns OpenAI-shaped results."""
     server.script(Reply.tool_call("memory", {"content": "tea"}, id="tu_1", content="Saving."))
@@ -623,6 +633,7 @@ def test_anthropic_complete_and_tools(server: FakeLLMServer, claude: AnthropicCl
     assert result.usage.prompt_tokens > 0
 
 
+@needs_anthropic
 def test_anthropic_stream(server: FakeLLMServer, claude: AnthropicClient) -> None:
     """AnthropicClient.stream assembles text deltas and tool_use JSON fragments."""
     server.script(Reply.tool_call("memory", {"content": "a long note"}, content="On it."))
@@ -643,6 +654,7 @@ def test_anthropic_stream(server: FakeLLMServer, claude: AnthropicClient) -> Non
         (Reply.error(400, "prompt is too long", type="invalid_request_error"), LLMResponseError),
     ],
 )
+@needs_anthropic
 def test_anthropic_errors_are_mapped(
     server: FakeLLMServer, claude: AnthropicClient, reply: Reply, error: type[LLMError]
 ) -> None:
@@ -653,18 +665,21 @@ def test_anthropic_errors_are_mapped(
     assert len(server.chat_requests) == 1
 
 
+@needs_anthropic
 def test_anthropic_retries_overload(server: FakeLLMServer, claude: AnthropicClient) -> None:
     """Anthropic's 529 overloaded is retried like any server error."""
     server.script(Reply.server_error(529), "recovered")
     assert claude.complete(user("q")).text == "recovered"
 
 
+@needs_anthropic
 def test_anthropic_has_no_embeddings(claude: AnthropicClient) -> None:
     """AnthropicClient.embed explains that embeddings need an OpenAI-compatible endpoint."""
     with pytest.raises(LLMNotConfiguredError, match="OpenAI-compatible"):
         claude.embed(["x"])
 
 
+@needs_anthropic
 def test_client_for_builds_anthropic(server: FakeLLMServer, memstrata_home: Path) -> None:
     """provider = "anthropic" with ANTHROPIC_* variables builds a working AnthropicClient."""
     env = {
