@@ -525,3 +525,11 @@ def test_full_disk_is_rolled_back_with_a_fix(store: SessionStore) -> None:
     assert store.get_messages("s") == []
     session = store.get_session("s")
     assert session is not None and session["message_count"] == 0
+
+
+def test_store_creates_the_folder_of_a_new_path(tmp_path: Path) -> None:
+    """Opening a store in a folder that does not exist yet creates the folder."""
+    path = tmp_path / "fresh-home" / "state.db"
+    with SessionStore(path) as store:
+        store.create_session("s1", source="cli")
+    assert path.exists()

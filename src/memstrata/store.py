@@ -66,6 +66,10 @@ class SessionStore:
         cfg = config if config is not None else Config.load()
         if path is None:
             path = ensure_home(cfg.home) / DB_FILENAME
+        elif not readonly and str(path) != ":memory:":
+            # SQLite creates the file but not its folder; a first run in a fresh home
+            # (`memstrata search` before anything was written) must not fail on that.
+            ensure_home(Path(path).parent)
         chosen = durability if durability is not None else cfg.get("store.durability")
         self._db = Database(
             Path(path),
