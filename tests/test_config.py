@@ -62,6 +62,14 @@ def test_bad_config_names_the_problem(memstrata_home: Path, body: str, needle: s
         Config.load()
 
 
+def test_unparsable_config_advice_does_not_need_the_config(memstrata_home: Path) -> None:
+    """A config.toml that is not TOML gets advice that works without reading it."""
+    (memstrata_home / "config.toml").write_text("[memory\n")
+    with pytest.raises(ConfigError, match="Fix the TOML syntax") as caught:
+        Config.load()
+    assert "config show" not in str(caught.value)
+
+
 def test_bad_environment_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bad environment override names the variable."""
     monkeypatch.setenv("MEMSTRATA_STORE__BUSY_TIMEOUT_MS", "soon")

@@ -540,3 +540,17 @@ def test_a_running_extraction_delays_recall_only_briefly(
         assert "red bicycle" in provider.prefetch("red bicycle", session_id="s1")
     finally:
         provider.shutdown()
+
+
+def test_cli_plugins_list_says_why_mem0_is_unavailable(memstrata_home: Path) -> None:
+    """`memstrata plugins list` names what mem0 is missing when it cannot run."""
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    result = CliRunner().invoke(cli, ["plugins", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert rows["mem0"]["available"] is False
+    assert "llm.model" in rows["mem0"]["reason"]
+    assert rows["facts"]["reason"] is None

@@ -533,3 +533,22 @@ def test_store_creates_the_folder_of_a_new_path(tmp_path: Path) -> None:
     with SessionStore(path) as store:
         store.create_session("s1", source="cli")
     assert path.exists()
+
+
+def test_open_time_index_check_reads_one_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index check on open reads one snapshot, so a concurrent commit cannot fake drift."""
+    from memstrata import store_index
+
+    SessionStore(tmp_path / "state.db").close()
+    seen: list[bool] = []
+    real = store_index.quick_check
+
+    def spy(conn: sqlite3.Connection) -> list[str]:
+        seen.append(conn.in_transaction)
+        return real(conn)
+
+    monkeypatch.setattr(store_index, "quick_check", spy)
+    SessionStore(tmp_path / "state.db").close()
+    assert seen == [True]

@@ -204,8 +204,8 @@ class Config:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(
-                    f"Cannot read {path}: {exc}. Fix the file or move it aside; "
-                    "`memstrata config show` prints the values in effect."
+                    f"Cannot read {path}: {exc}. Fix the TOML syntax, or move the file "
+                    "aside to run on the defaults (see docs/configuration.md)."
                 ) from exc
             for section, table in data.items():
                 if section not in DEFAULTS:

@@ -293,15 +293,23 @@ def load_provider(name: str, config: Config | None = None) -> MemoryProvider:
 
 
 def provider_status(info: ProviderInfo, config: Config | None = None) -> Mapping[str, Any]:
-    """Name, origin, availability and error of one provider, for listings.
+    """Name, origin, availability, error and unavailability reason of one provider.
 
-    Builds the provider to ask ``is_available()`` (which must not use the network).
+    Builds the provider to ask ``is_available()`` (which must not use the network) and,
+    when it is unavailable and has ``unavailable_reason()``, why.
     """
     available = False
     error = info.error
+    reason: str | None = None
     if error is None:
         try:
-            available = bool(info.create(config).is_available())
+            provider = info.create(config)
+            available = bool(provider.is_available())
+            # Providers that can say why they cannot run (mem0: a missing package or
+            # setting) get that said in the listing, so the user knows what to fix.
+            explain = getattr(provider, "unavailable_reason", None)
+            if not available and callable(explain):
+                reason = explain()
         except Exception as exc:
             error = str(exc) if isinstance(exc, ProviderError) else _describe(exc)
     return {
@@ -311,4 +319,5 @@ def provider_status(info: ProviderInfo, config: Config | None = None) -> Mapping
         "source": info.source,
         "shadowed": list(info.shadowed),
         "error": error,
+        "reason": reason,
     }

@@ -79,6 +79,9 @@ class SessionStore:
         )
         if verify_indexes:
             with self._db.read() as conn:
+                # One snapshot for all the check's statements: otherwise a writer that
+                # commits between them makes a healthy index look inconsistent.
+                conn.execute("BEGIN")
                 problems = store_index.quick_check(conn)
             if problems:
                 self._db.close()

@@ -59,7 +59,7 @@ def plugins_list(as_json: bool) -> None:
                 r["origin"],
                 "yes" if r["available"] else "no",
                 "*" if r["active"] else "",
-                r["error"] or "",
+                r["error"] or r["reason"] or "",
             ]
             for r in rows
         ],
