@@ -32,7 +32,7 @@ from memstrata.errors import (
     ToolArgumentError,
 )
 from memstrata.memory import FileMemory, Target, WriteResult
-from memstrata.tools import describe_type, error_response, shorten
+from memstrata.tools import describe_type, error_response, optional_str, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -146,16 +146,6 @@ MEMORY_TOOL_SCHEMA: Final[dict[str, Any]] = {
 _CONSOLIDATION_FAILURES: Final = (MemoryFullError, NoMatchError)
 
 
-def _optional_str(args: Mapping[str, Any], key: str, where: str = "") -> str | None:
-    value = args.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise ToolArgumentError(
-        f"{where}{key} must be a string, got {describe_type(value)}. "
-        "Resend the call with it as a JSON string."
-    )
-
-
 class MemoryTool:
     """The ``memory`` tool over one :class:`FileMemory`, with a per-turn failure cap.
 
@@ -262,8 +252,8 @@ class MemoryTool:
 
     def _single(self, action: str, target: Target, args: Mapping[str, Any]) -> Operation | None:
         """Validate a single-op call; ``None`` means old_text is missing (recoverable)."""
-        content = _optional_str(args, "content")
-        old_text = _optional_str(args, "old_text")
+        content = optional_str(args, "content")
+        old_text = optional_str(args, "old_text")
         if action == "add":
             if not content or not content.strip():
                 raise ToolArgumentError("Content is required for 'add' action.")
@@ -309,8 +299,8 @@ class MemoryTool:
                     f"Operation {number} ({shorten(action)}): unknown action. Use add, "
                     "replace, or remove. No operations were applied (batch is all-or-nothing)."
                 )
-            content = _optional_str(item, "content", where)
-            old_text = _optional_str(item, "old_text", where)
+            content = optional_str(item, "content", where)
+            old_text = optional_str(item, "old_text", where)
             if old_text is not None:
                 self._check_old_text(target, old_text, where)
             ops.append({"action": action, "content": content, "old_text": old_text})

@@ -21,7 +21,7 @@ from memstrata.llm.types import LLMClient
 from memstrata.search import DEFAULT_LIMIT, MAX_LIMIT, session_search
 from memstrata.search_read import DEFAULT_WINDOW, MAX_WINDOW
 from memstrata.store import DB_FILENAME, SessionStore
-from memstrata.tools import describe_type, shorten
+from memstrata.tools import describe_type, optional_str, shorten
 
 NAME = "session_search"
 
@@ -151,17 +151,6 @@ def parse_time(value: object, name: str, *, end_of_day: bool = False) -> float |
     return parsed.timestamp()
 
 
-def _text(args: Mapping[str, Any], key: str) -> str | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ToolArgumentError(
-            f"{key} must be a string, got {describe_type(value)}. Resend it as text."
-        )
-    return value
-
-
 def _integer(args: Mapping[str, Any], key: str) -> int | None:
     value = args.get(key)
     if value is None:
@@ -203,13 +192,13 @@ def search_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
     if limit is not None and limit < 1:
         raise ToolArgumentError(f"limit must be from 1 to {MAX_LIMIT}, got {limit}.")
     return {
-        "query": _text(args, "query") or "",
+        "query": optional_str(args, "query") or "",
         "limit": limit,
-        "role_filter": _text(args, "role_filter"),
-        "source": _text(args, "source"),
+        "role_filter": optional_str(args, "role_filter"),
+        "source": optional_str(args, "source"),
         "since": parse_time(args.get("since"), "since"),
         "until": parse_time(args.get("until"), "until", end_of_day=True),
-        "session_id": (_text(args, "session_id") or "").strip() or None,
+        "session_id": (optional_str(args, "session_id") or "").strip() or None,
         "around_message_id": _integer(args, "around_message_id"),
         "window": _integer(args, "window"),
         "summarize": _flag(args, "summarize"),

@@ -64,6 +64,20 @@ def describe_type(value: object) -> str:
     return type(value).__name__
 
 
+def optional_str(args: Mapping[str, Any], key: str, where: str = "") -> str | None:
+    """Argument ``key`` as a string, None when absent; ToolArgumentError for any other type.
+
+    ``where`` prefixes the message (e.g. "Operation 2: ") inside batched calls.
+    """
+    value = args.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ToolArgumentError(
+        f"{where}{key} must be a string, got {describe_type(value)}. "
+        "Resend the call with it as a JSON string."
+    )
+
+
 def shorten(value: object, width: int = 60) -> str:
     """Quote a model's value back briefly: a huge string must not flood the context."""
     text = value if isinstance(value, str) else repr(value)
