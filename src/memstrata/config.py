@@ -58,6 +58,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "durability": "normal",
         # Milliseconds a writer waits for another writer before retrying.
         "busy_timeout_ms": 5000,
+        # PostgreSQL connection string (postgresql://user@host:5432/db) for the session
+        # store and curated memory; "" = the SQLite state.db and memory files in the home
+        # folder. Needs memstrata[postgres].
+        "dsn": "",
+        # Tenant whose rows every PostgreSQL query reads and writes (a user or an agent).
+        "namespace": "default",
+        # Connections kept open per process by the PostgreSQL pool.
+        "pool_size": 4,
     },
     "search": {
         # Sessions returned by session_search (max 5).
@@ -66,6 +74,16 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_concurrency": 3,
         # Seconds allowed for all summaries of one search together.
         "summary_timeout": 90.0,
+    },
+    "curator": {
+        # Share of each memory file's character budget the curator consolidates down to.
+        "budget_share": 0.8,
+    },
+    "mcp": {
+        # Address `memstrata mcp --transport http` listens on (loopback by default: the
+        # server has no authentication of its own; put a proxy in front to expose it).
+        "host": "127.0.0.1",
+        "port": 8765,
     },
     "compression": {
         "enabled": True,

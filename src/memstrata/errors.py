@@ -23,7 +23,9 @@ turn them into model-facing or user-facing text. Every message says what to do n
     ├── SessionStoreError           an L2 session store operation was refused
     │   ├── SessionNotFoundError    no session with that id (or prefix)
     │   ├── AmbiguousSessionError   a prefix matched several sessions
-    │   └── TitleConflictError      the title is held by another session
+    │   ├── TitleConflictError      the title is held by another session
+    │   └── NamespaceError          a row of another tenant was addressed, or a bad namespace
+    ├── ImportDataError             an import source cannot be read (bad records are skipped)
     ├── LLMError                    a language-model call failed
     │   ├── LLMNotConfiguredError   no model configured for the task
     │   ├── LLMAuthError            401/403: the key is wrong or lacks permission
@@ -132,6 +134,14 @@ class AmbiguousSessionError(SessionStoreError):
 
 class TitleConflictError(SessionStoreError):
     """The title is already used by another session."""
+
+
+class NamespaceError(SessionStoreError):
+    """A namespace (tenant) name is invalid, or a row of another namespace was addressed."""
+
+
+class ImportDataError(MemstrataError):
+    """An import source cannot be read at all (individual bad records are skipped)."""
 
 
 class LLMError(MemstrataError):
