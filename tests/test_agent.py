@@ -190,7 +190,7 @@ def test_tools_offered_and_guidance_only_for_them(
         agent.run_turn("look it up")
     body = agent_requests(server)[0]
     names = [t["function"]["name"] for t in body["tools"]]
-    assert names == ["memory", "recorder_lookup", "session_search"]
+    assert names == ["memory", "recorder_lookup", "session_search", "remember"]
     system = body["messages"][0]["content"]
     assert MEMORY_GUIDANCE in system and SESSION_SEARCH_GUIDANCE in system
     assert "Recorder remembers pets." in system

@@ -235,7 +235,7 @@ def test_tools_search_forget_and_history(memstrata_home: Path) -> None:
     ("name", "args", "message"),
     [
         ("facts_remember", {}, "'content' is required"),
-        ("facts_remember", {"content": 42}, "'content' must be a string"),
+        ("facts_remember", {"content": 42}, "'content' is required and must be a non-empty string"),
         ("facts_remember", {"content": "x", "category": "trivia"}, "Invalid category"),
         ("facts_remember", {"content": "tz", "key": "timezone"}, "key and value go together"),
         (
@@ -246,7 +246,7 @@ def test_tools_search_forget_and_history(memstrata_home: Path) -> None:
         ("facts_forget", {}, "Send 'id'"),
         ("facts_forget", {"id": 999}, "No fact #999"),
         ("facts_forget", {"id": "7"}, "'id' must be an integer"),
-        ("facts_search", {"limit": 0}, "between 1 and 20"),
+        ("facts_search", {"limit": 0}, "an integer from 1 to 20"),
         ("facts_history", {"id": 5}, "No fact #5"),
         ("facts_unknown", {}, "No memory provider handles tool"),
     ],

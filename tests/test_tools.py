@@ -166,6 +166,7 @@ def test_schemas_in_both_formats(memstrata_home: Path) -> None:
     """schemas() gives OpenAI definitions, or Anthropic ones on request."""
     box = Toolbox.default(memstrata_home)
     box.unregister("session_search")  # its schema is checked in tests/test_search_tool.py
+    box.unregister("remember")  # its schema is checked in tests/test_remember.py
     box.register("echo", ECHO_SCHEMA, _echo)
     assert box.names == ["memory", "echo"]
     assert box.schemas() == [MEMORY_TOOL_SCHEMA, ECHO_SCHEMA]

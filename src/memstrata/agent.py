@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +55,7 @@ from memstrata.llm.types import Completion, LLMClient, TokenUsage, ToolCall
 from memstrata.manager import MemoryManager
 from memstrata.memory import FileMemory
 from memstrata.prompt import PromptBuilder, PromptContext
+from memstrata.remember_tool import RememberTool
 from memstrata.search_tool import SessionSearchTool
 from memstrata.session_split import Compaction, make_session_id, split_session
 from memstrata.store import SessionStore
@@ -150,6 +152,9 @@ class Agent:
         if "session_search" not in self.toolbox:
             self.search_tool = SessionSearchTool(store=self.store, config=self.config)
             self.toolbox.register_tool(self.search_tool)
+        if "remember" not in self.toolbox and not self.manager.has_tool("remember"):
+            # Episodic facts: stored in facts.db, recalled by the built-in prefetch.
+            self.toolbox.register_tool(RememberTool(config=self.config))
         self.prompt_builder = prompt_builder if prompt_builder is not None else PromptBuilder()
         self.context_window = int(context_window)
         self.compressor = (
@@ -232,6 +237,16 @@ class Agent:
             self.manager.shutdown_all()
             if self._owns_store:
                 self.store.close()
+
+    def curate_in_background(self) -> threading.Thread:
+        """Consolidate MEMORY.md and USER.md on a background thread; return the thread.
+
+        Meant for between sessions (after :meth:`close` or :meth:`new_session`), never
+        inside a turn. See :class:`~memstrata.curator.Curator`; failures are logged.
+        """
+        from memstrata.curator import Curator
+
+        return Curator(self.memory, config=self.config).start_background()
 
     def _end_current(self, reason: str) -> None:
         self.manager.on_session_end([without_api_content(m) for m in self.messages])

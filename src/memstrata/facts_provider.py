@@ -28,6 +28,7 @@ What it does in the lifecycle:
 
 from __future__ import annotations
 
+import collections
 import logging
 import sqlite3
 import threading
@@ -47,6 +48,7 @@ from memstrata.facts import FACTS_FILENAME, FactStore
 from memstrata.facts_classify import classify, explicit_capture, extract_slot
 from memstrata.facts_schema import CATEGORIES, Fact, FactChange
 from memstrata.providers import MemoryProvider, MemoryWriteMetadata
+from memstrata.tools import optional_int, required_str
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +165,51 @@ def _day(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(timestamp))
 
 
-def _fact_json(fact: Fact) -> dict[str, Any]:
+# Facts files a FactsProvider of this process recalls from, with how many providers do:
+# the built-in provider's recall of `remember`ed facts steps aside for them, so a fact is
+# never recalled twice in one turn.
+_RECALLING: collections.Counter[str] = collections.Counter()
+_RECALLING_LOCK = threading.Lock()
+
+
+def recalled_by_provider(path: Path) -> bool:
+    """True while an initialised FactsProvider of this process recalls from ``path``."""
+    with _RECALLING_LOCK:
+        return _RECALLING[str(Path(path).absolute())] > 0
+
+
+def _track_recall(path: Path | None, delta: int) -> None:
+    if path is None:
+        return
+    key = str(Path(path).absolute())
+    with _RECALLING_LOCK:
+        _RECALLING[key] += delta
+        if _RECALLING[key] <= 0:
+            del _RECALLING[key]
+
+
+def format_recalled(facts: Sequence[Fact], budget: int) -> tuple[str, int]:
+    """The ``## Recalled facts`` block of ``facts`` within ``budget`` characters.
+
+    Returns the text (``""`` for no facts) and how many facts it shows, best first; an
+    episodic fact carries its day, so the model can tell when it happened.
+    """
+    lines: list[str] = []
+    for fact in facts:
+        tags = fact.category + (f", {_day(fact.created_at)}" if fact.category == "episodic" else "")
+        line = f"- #{fact.id} [{tags}] {fact.content}"
+        if len(line) > budget:
+            if lines:
+                break
+            line = line[: budget - 1] + "…"
+        lines.append(line)
+        budget -= len(line) + 1
+    if not lines:
+        return "", 0
+    return "## Recalled facts\n" + "\n".join(lines), len(lines)
+
+
+def fact_json(fact: Fact) -> dict[str, Any]:
     """What the model sees of a fact: compact, dates instead of epoch seconds."""
     out: dict[str, Any] = {
         "id": fact.id,
@@ -274,6 +320,7 @@ class FactsProvider(MemoryProvider):
         if self._store is None or self._store.path != path:
             if self._store is not None:
                 self._store.close()
+                _track_recall(self._store.path, -1)
             durability, busy_ms = "normal", 5000
             if self.config is not None:
                 durability = str(self.config.get("store.durability"))
@@ -281,6 +328,7 @@ class FactsProvider(MemoryProvider):
             self._store = FactStore(
                 path, durability=cast(Durability, durability), busy_timeout_ms=busy_ms
             )
+            _track_recall(path, +1)
         self.session_id = session_id
         self.primary = agent_context == "primary"
         self._freeze()
@@ -346,6 +394,7 @@ class FactsProvider(MemoryProvider):
         if self._store is not None:
             self._flush_recalls()
             self._store.close()
+            _track_recall(self._store.path, -1)
             self._store = None
 
     # -- per turn -----------------------------------------------------------------------
@@ -355,24 +404,11 @@ class FactsProvider(MemoryProvider):
         if self._store is None or not query.strip():
             return ""
         facts = self._store.recall(query, limit=self.recall_limit, exclude=self._in_prompt)
-        lines: list[str] = []
-        budget = self.recall_chars
-        for fact in facts:
-            tags = fact.category + (
-                f", {_day(fact.created_at)}" if fact.category == "episodic" else ""
-            )
-            line = f"- #{fact.id} [{tags}] {fact.content}"
-            if len(line) > budget:
-                if lines:
-                    break
-                line = line[: budget - 1] + "…"
-            lines.append(line)
-            budget -= len(line) + 1
-        if not lines:
-            return ""
-        with self._recalled_lock:
-            self._recalled.extend(f.id for f in facts[: len(lines)])
-        return "## Recalled facts\n" + "\n".join(lines)
+        text, shown = format_recalled(facts, self.recall_chars)
+        if shown:
+            with self._recalled_lock:
+                self._recalled.extend(f.id for f in facts[:shown])
+        return text
 
     def _flush_recalls(self) -> None:
         with self._recalled_lock:
@@ -488,22 +524,14 @@ class FactsProvider(MemoryProvider):
     def _tool_search(self, args: Mapping[str, Any]) -> dict[str, Any]:
         query = _opt(args, "query", str) or ""
         category = _opt(args, "category", str)
-        limit = _opt(args, "limit", int)
-        limit = 5 if limit is None else limit
-        if not 1 <= limit <= 20:
-            raise ToolArgumentError(f"'limit' must be between 1 and 20, got {limit}.")
+        limit = optional_int(args, "limit", minimum=1, maximum=20, default=5)
         facts = self.store.search(query, category=category, limit=limit)
         if facts and query.strip():
             self.store.mark_recalled(f.id for f in facts)
-        return {"success": True, "count": len(facts), "facts": [_fact_json(f) for f in facts]}
+        return {"success": True, "count": len(facts), "facts": [fact_json(f) for f in facts]}
 
     def _tool_remember(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        content = _opt(args, "content", str)
-        if content is None:
-            raise ToolArgumentError(
-                "'content' is required: send the fact as one short sentence, e.g. "
-                '{"content": "User prefers tabs over spaces"}.'
-            )
+        content = required_str(args, "content", '{"content": "User prefers tabs over spaces"}')
         subject = _opt(args, "subject", str) or "user"
         default_category, _ = classify("user" if subject == "user" else "memory", content)
         fact = self.store.add(
@@ -515,7 +543,7 @@ class FactsProvider(MemoryProvider):
             source="tool",
             session_id=self.session_id or None,
         )
-        return {"success": True, "fact": _fact_json(fact)}
+        return {"success": True, "fact": fact_json(fact)}
 
     def _tool_forget(self, args: Mapping[str, Any]) -> dict[str, Any]:
         fact_id = _opt(args, "id", int)
@@ -527,14 +555,11 @@ class FactsProvider(MemoryProvider):
         if fact_id is None:
             fact_id = self.store.find_one(query).id
         fact = self.store.forget(fact_id, origin="tool", session_id=self.session_id or None)
-        return {"success": True, "forgotten": _fact_json(fact)}
+        return {"success": True, "forgotten": fact_json(fact)}
 
     def _tool_history(self, args: Mapping[str, Any]) -> dict[str, Any]:
         fact_id = _opt(args, "id", int)
-        limit = _opt(args, "limit", int)
-        limit = 10 if limit is None else limit
-        if not 1 <= limit <= 50:
-            raise ToolArgumentError(f"'limit' must be between 1 and 50, got {limit}.")
+        limit = optional_int(args, "limit", minimum=1, maximum=50, default=10)
         if fact_id is not None:
             self.store.get(fact_id)  # NoMatchError for an unknown id
         changes = self.store.history(fact_id, limit=limit)

@@ -54,6 +54,7 @@ from memstrata.mem0_setup import (
     qdrant_server_client,
 )
 from memstrata.providers import MemoryProvider, MemoryWriteMetadata
+from memstrata.tools import required_str
 
 logger = logging.getLogger(__name__)
 
@@ -156,13 +157,6 @@ TOOL_SCHEMAS: Final[list[dict[str, Any]]] = [
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _string_arg(args: Mapping[str, Any], name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ToolArgumentError(f"'{name}' is required and must be a non-empty string.")
-    return value.strip()
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,7 +549,7 @@ class Mem0Provider(MemoryProvider):
         return self._dispatch_tool(handlers, name, args)
 
     def _tool_search(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        query = _string_arg(args, "query")
+        query = required_str(args, "query")
         limit = args.get("limit")
         if limit is not None and (
             isinstance(limit, bool)
@@ -578,7 +572,7 @@ class Mem0Provider(MemoryProvider):
         return {"success": True, "count": len(memories), "memories": memories}
 
     def _tool_add(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        content = _string_arg(args, "content")
+        content = required_str(args, "content")
         added = self.add(
             [{"role": "user", "content": content}],
             infer=False,
@@ -589,8 +583,8 @@ class Mem0Provider(MemoryProvider):
         return {"success": True, "id": ids[0] if ids else None, "memory": content}
 
     def _tool_update(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        memory_id = _string_arg(args, "id")
-        content = _string_arg(args, "content")
+        memory_id = required_str(args, "id")
+        content = required_str(args, "content")
 
         def update(memory: Any) -> str:
             old = self._owned(memory, memory_id)
@@ -601,7 +595,7 @@ class Mem0Provider(MemoryProvider):
         return {"success": True, "id": memory_id, "memory": content, "previous": previous}
 
     def _tool_delete(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        memory_id = _string_arg(args, "id")
+        memory_id = required_str(args, "id")
 
         def delete(memory: Any) -> str:
             old = self._owned(memory, memory_id)

@@ -16,15 +16,23 @@ and writes atomically (temp file, fsync, rename, folder fsync). ``replace``, ``r
 and ``apply_batch`` refuse to rewrite a file that was edited outside memstrata in a way a
 rewrite could damage (the drift guard): the file is copied to ``<file>.bak.<unix_ts>``
 and :class:`~memstrata.errors.DriftError` says how to fix it.
+
+Every successful write is recorded, still under the lock, in the append-only
+:class:`~memstrata.memory_history.MemoryHistory` with the exact bytes before and after,
+who made it and why (see :meth:`FileMemory.attributed`); :meth:`FileMemory.undo` puts
+back the bytes a change replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +80,20 @@ from memstrata.memory_format import (
     serialize,
     suspicious_entry,
 )
+from memstrata.memory_history import HISTORY_FILENAME, MemoryChange, MemoryHistory, digest
 
 __all__ = ["ENTRY_DELIMITER", "FileMemory", "Target", "Usage", "WriteResult"]
 
 MEMORIES_DIRNAME = "memories"
+
+logger = logging.getLogger(__name__)
+
+# Who is writing and why, for the history row of the next writes in this thread or task.
+# A context variable rather than a FileMemory attribute: one FileMemory is shared by the
+# agent's tool, the CLI and a background curator, each attributing its own writes.
+_ATTRIBUTION: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "memstrata_memory_attribution", default=None
+)
 
 # One thread lock per lock file for the whole process: threads then queue on it instead
 # of polling the file lock, and two FileMemory objects on one home folder share it.
@@ -104,6 +122,9 @@ class WriteResult:
     message: str
     entry_count: int
     usage: Usage
+    # Not compared: two writes with the same outcome are equal whatever row recorded them.
+    change_id: int | None = field(default=None, compare=False)
+    """The memory-history change that recorded the write (None when nothing changed)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +167,7 @@ class FileMemory:
         memory_char_limit: int | None = None,
         user_char_limit: int | None = None,
         lock_timeout: float | None = None,
+        actor: str = "api",
     ) -> None:
         self.home: Path = Path(home) if home is not None else memstrata_home()
         cfg = config if config is not None else Config.load(self.home)
@@ -179,6 +201,12 @@ class FileMemory:
             "memory": bool(cfg.get("memory.memory_enabled")),
             "user": bool(cfg.get("memory.user_profile_enabled")),
         }
+        self.actor: str = actor
+        """Who the history names for writes made outside :meth:`attributed`."""
+        self.history: MemoryHistory = MemoryHistory(
+            self.home / HISTORY_FILENAME, full_sync=self._sync_folder
+        )
+        """The append-only audit history of both files."""
         self._blocks: dict[Target, str] = {"memory": "", "user": ""}
         self._snapshot = ""
         self.load_errors: dict[Target, str] = {}
@@ -396,6 +424,7 @@ class FileMemory:
         with self._locked(path):
             fileio.remove_stale_temps(path)
             raw = fileio.read_text(path)
+            before = _read_bytes(path)
             disk = _Disk(target, path, raw, parse_entries(raw))
             if drift_guard and raw is not None and roundtrip_mismatch(raw):
                 raise self._drift(
@@ -405,10 +434,11 @@ class FileMemory:
                 )
             result = change(disk)
             final = dedupe(result.entries) if result.changed else disk.entries
+            change_id: int | None = None
             if result.changed:
-                fileio.atomic_write(
-                    path, serialize(final), mode=0o600, sync_folder=self._sync_folder
-                )
+                after = serialize(final).encode("utf-8")
+                fileio.atomic_write(path, after, mode=0o600, sync_folder=self._sync_folder)
+                change_id = self._record(target, action, before, after)
         return WriteResult(
             target=target,
             action=action,
@@ -416,7 +446,110 @@ class FileMemory:
             message=result.message,
             entry_count=len(final),
             usage=Usage(char_count(final), self._limits[target]),
+            change_id=change_id,
         )
+
+    # -- history and undo ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def attributed(self, who: str, why: str = "") -> Iterator[None]:
+        """Name the author and reason the history records for writes in this block.
+
+        Example::
+
+            with memory.attributed("curator", "merged 2 duplicates"):
+                memory.apply_batch("memory", operations)
+        """
+        token = _ATTRIBUTION.set((str(who) or self.actor, str(why)))
+        try:
+            yield
+        finally:
+            _ATTRIBUTION.reset(token)
+
+    def _record(
+        self,
+        target: Target,
+        action: str,
+        before: bytes | None,
+        after: bytes | None,
+        *,
+        undoes: int | None = None,
+    ) -> int | None:
+        who, why = _ATTRIBUTION.get() or (self.actor, "")
+        try:
+            return self.history.record(
+                target=target,
+                action=action,
+                who=who,
+                why=why,
+                before=before,
+                after=after,
+                undoes=undoes,
+            )
+        except StorageError:
+            # The file is written already: failing the write now would make a caller
+            # retry a change that happened. The gap is logged loudly instead.
+            logger.error(
+                "memory change of %s was not recorded in the history", target, exc_info=True
+            )
+            return None
+
+    def undo(self, change_id: int, *, force: bool = False) -> MemoryChange:
+        """Put back the exact bytes change ``change_id`` replaced; return the undo's change.
+
+        Refuses with :class:`DriftError` when the file changed since that change (its
+        bytes differ from what the change wrote), unless ``force``. The undo is itself
+        recorded (``action="undo"``), so it can be undone too.
+        """
+        change = self.history.get(change_id)
+        target = check_target(change.target)
+        path = self.path(target)
+        self._ensure_dir()
+        with self._locked(path):
+            fileio.remove_stale_temps(path)
+            current = _read_bytes(path)
+            if current != change.after and not force:
+                raise DriftError(
+                    f"{FILE_NAMES[target]} changed after change #{change.id} (it now holds "
+                    f"{digest(current)}, the change left {digest(change.after)}), so undoing "
+                    "it would also throw away the later edits. Undo the later changes first "
+                    "(newest first, see `memstrata memory history`), or pass --force to "
+                    "restore the older bytes anyway."
+                )
+            if change.before is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            else:
+                fileio.atomic_write(path, change.before, mode=0o600, sync_folder=self._sync_folder)
+            with self.attributed(
+                (_ATTRIBUTION.get() or (self.actor, ""))[0],
+                f"undo of change #{change.id}" + (" (forced)" if force else ""),
+            ):
+                new_id = self._record(target, "undo", current, change.before, undoes=change.id)
+        if new_id is None:
+            raise StorageError(
+                f"Change #{change.id} was undone, but the undo could not be recorded in "
+                f"{self.history.path}; check that the file is writable."
+            )
+        return self.history.get(new_id)
+
+    def reset(self, target: Target) -> Path | None:
+        """Empty ``target``, keeping a ``<file>.bak.<unix_ts>`` copy; return the copy.
+
+        Raw bytes are copied, so a reset works on a file that is damaged or not UTF-8
+        (often why a user resets). None when the file was already empty.
+        """
+        target = check_target(target)
+        path = self.path(target)
+        self._ensure_dir()
+        with self._locked(path):
+            data = _read_bytes(path)
+            if data is None or not data.strip():
+                return None
+            backup = self._backup(path)
+            fileio.atomic_write(path, b"", mode=0o600, sync_folder=self._sync_folder)
+            self._record(target, "reset", data, b"")
+        return backup
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
@@ -562,3 +695,16 @@ class FileMemory:
             counter += 1
         fileio.atomic_write(candidate, data, mode=0o600)
         return candidate
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's exact bytes (None if missing), for the history."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnreadableFileError(
+            f"{path} exists but could not be read ({exc.strerror or exc}). It was left "
+            f"untouched: fix its permissions (chmod 600 {path}) and retry."
+        ) from exc

@@ -186,7 +186,9 @@ class MemoryTool:
     def handle(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run one tool call and return its response dict; never raises."""
         try:
-            return self._handle(args)
+            # The model's writes are attributed to "tool" in the memory history.
+            with self.memory.attributed("tool", "memory tool call"):
+                return self._handle(args)
         except CuratedMemoryError as exc:
             return self._refused(exc, batch=False)
         except MemstrataError as exc:

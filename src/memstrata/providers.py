@@ -258,7 +258,8 @@ class BuiltinMemoryProvider(MemoryProvider):
     """The curated files (L1) as a provider: always first, never removed.
 
     Its system-prompt block is the frozen :meth:`FileMemory.snapshot`, and its one tool is
-    ``memory``. Its turn hooks reset the memory tool's per-turn consolidation counter.
+    ``memory``. Its prefetch recalls the facts saved with the ``remember`` tool. Its turn
+    hooks reset the memory tool's per-turn consolidation counter.
     """
 
     name: ClassVar[str] = BUILTIN_PROVIDER_NAME
@@ -311,6 +312,12 @@ class BuiltinMemoryProvider(MemoryProvider):
         if name != "memory":
             return super().handle_tool_call(name, args)  # type: ignore[return-value]
         return self.tool.handle(args)
+
+    def prefetch(self, query: str, *, session_id: str) -> str:
+        """Facts saved with the ``remember`` tool that are relevant to ``query``, or ""."""
+        from memstrata.remember_tool import recall_remembered
+
+        return recall_remembered(self.memory.home, query)
 
     def on_turn_start(self, turn_number: int, message: str) -> None:
         """Reset the tool's consolidation-failure counter for the new turn."""

@@ -7,7 +7,7 @@ an unknown tool name, wrong argument types and unexpected bugs all come back as
 ``{"success": false, "error": ...}`` text that tells the model what to do next.
 
 A :class:`Toolbox` maps names to schemas and handlers; :meth:`Toolbox.default` holds the
-memory tool, and other tools register the same way.
+memory, session_search and remember tools, and other tools register the same way.
 """
 
 from __future__ import annotations
@@ -78,6 +78,43 @@ def optional_str(args: Mapping[str, Any], key: str, where: str = "") -> str | No
     )
 
 
+def required_str(args: Mapping[str, Any], key: str, example: str = "") -> str:
+    """Argument ``key`` as a non-blank string (stripped); ToolArgumentError otherwise.
+
+    ``example`` (a JSON object text) is quoted in the message to show a valid call.
+    """
+    value = args.get(key)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    got = "nothing" if value is None else f"{describe_type(value)} {shorten(value)}"
+    hint = f", e.g. {example}" if example else ""
+    raise ToolArgumentError(
+        f"'{key}' is required and must be a non-empty string, got {got}. Resend the call "
+        f"with it{hint}."
+    )
+
+
+def optional_int(
+    args: Mapping[str, Any], key: str, *, minimum: int, maximum: int, default: int
+) -> int:
+    """Argument ``key`` as an integer in ``[minimum, maximum]``, ``default`` when absent.
+
+    A whole float (``5.0``, as some models send) is accepted; anything else, booleans
+    included, raises ToolArgumentError naming the range.
+    """
+    value = args.get(key)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ToolArgumentError(
+            f"'{key}' must be an integer from {minimum} to {maximum}, got "
+            f"{describe_type(value)} {shorten(value)}. Resend the call with a number in range."
+        )
+    return value
+
+
 def shorten(value: object, width: int = 60) -> str:
     """Quote a model's value back briefly: a huge string must not flood the context."""
     text = value if isinstance(value, str) else repr(value)
@@ -132,11 +169,12 @@ class Toolbox:
 
     @classmethod
     def default(cls, home: Path | None = None, *, config: Config | None = None) -> Toolbox:
-        """A toolbox holding the memory and session_search tools over ``home``
+        """A toolbox holding the memory, session_search and remember tools over ``home``
         (default ``$MEMSTRATA_HOME``)."""
         # Imported here: tool modules import the helpers above, so this module cannot
         # import them at load time.
         from memstrata.memory_tool import MemoryTool
+        from memstrata.remember_tool import RememberTool
         from memstrata.search_tool import SessionSearchTool
 
         if config is None:
@@ -145,6 +183,8 @@ class Toolbox:
         box.register_tool(MemoryTool(config=config))
         # The store opens on the first search, so building a toolbox creates no database.
         box.register_tool(SessionSearchTool(config=config))
+        # The facts database opens on the first remember call, likewise.
+        box.register_tool(RememberTool(config=config))
         return box
 
     def register_tool(self, tool: Tool, *, replace: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""``memstrata memory``: read and edit curated memory, review staged writes.
+"""``memstrata memory``: read and edit curated memory, review staged writes, history, undo.
 
 Writes made here are the user's own: they go straight to the files and are never staged,
 even with ``memory.write_approval`` on (that setting gates the model's tool calls).
@@ -7,9 +7,7 @@ even with ``memory.write_approval`` on (that setting gates the model's tool call
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import click
@@ -18,8 +16,8 @@ from memstrata.approval import PendingWrite, PendingWrites
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
 from memstrata.config import Config, memstrata_home
 from memstrata.errors import CuratedMemoryError, MemstrataError
-from memstrata.fileio import atomic_write, file_lock
 from memstrata.memory import FileMemory, Target, WriteResult
+from memstrata.memory_history import MemoryChange
 from memstrata.memory_tool import MemoryTool
 
 FC = TypeVar("FC", bound=Callable[..., Any])
@@ -51,9 +49,26 @@ def _all_targets_option(help: str) -> Callable[[FC], FC]:
     )
 
 
+# The library's messages are written for the model, which sees the recovery data as the
+# `current_entries` field of the tool response; a person sees the numbered list instead.
+_MODEL_FIELD_WORDING: tuple[tuple[str, str], ...] = (
+    ("Check current_entries and retry", "Check the current entries listed below and retry"),
+    ("(see current_entries)", "(the current entries are listed below)"),
+    ("(see matches)", "(the matching entries are listed below)"),
+    ("current_entries", "the current entries listed below"),
+    (" — all in this turn", ""),
+)
+
+
+def _user_words(text: str) -> str:
+    for model_words, user_words in _MODEL_FIELD_WORDING:
+        text = text.replace(model_words, user_words)
+    return text
+
+
 def _error_text(exc: MemstrataError) -> str:
-    """The message, plus the numbered entries a refused write carries."""
-    text = str(exc)
+    """The message in user words, plus the numbered entries a refused write carries."""
+    text = _user_words(str(exc))
     if isinstance(exc, CuratedMemoryError):
         entries = exc.details.get("current_entries")
         if entries:
@@ -75,7 +90,8 @@ class _MemoryGroup(click.Group):
 
 
 def _memory() -> FileMemory:
-    return FileMemory(config=Config.load())
+    # Writes made here are the user's own: the history names the CLI as their author.
+    return FileMemory(config=Config.load(), actor="cli")
 
 
 def _numbered(entries: Sequence[str]) -> str:
@@ -337,29 +353,6 @@ def memory_path(target: Target | None, as_json: bool) -> None:
             click.echo(f"{name}\t{path}")
 
 
-def _reset_file(path: Path, timeout: float) -> Path | None:
-    """Empty ``path`` under its lock; return the backup of what it held (None if empty)."""
-    # The same lock file FileMemory writes under, so a reset never interleaves with a
-    # write from another process. Raw bytes are copied: a reset must work on a file
-    # that is damaged or not UTF-8, which is often why a user resets.
-    with file_lock(path.with_name(path.name + ".lock"), timeout=timeout):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        if not data.strip():
-            return None
-        stamp = int(time.time())
-        backup = path.with_name(f"{path.name}.bak.{stamp}")
-        counter = 1
-        while backup.exists():
-            backup = path.with_name(f"{path.name}.bak.{stamp}.{counter}")
-            counter += 1
-        atomic_write(backup, data, mode=0o600)
-        atomic_write(path, b"", mode=0o600)
-        return backup
-
-
 @memory_group.command("reset")
 @_all_targets_option("Which file(s) to empty.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -377,11 +370,92 @@ def memory_reset(target: Literal["all", "memory", "user"], yes: bool) -> None:
         click.confirm(f"Delete every entry of {names}? A backup copy is kept.", abort=True)
     for t in targets:
         path = memory.path(t)
-        if not path.exists():
-            click.echo(f"{path.name} is already empty.")
-            continue
-        backup = _reset_file(path, memory.lock_timeout)
+        with memory.attributed("cli", "memstrata memory reset"):
+            backup = memory.reset(t)
         if backup is None:
             click.echo(f"{path.name} is already empty.")
         else:
             click.echo(f"Emptied {path.name}; the deleted entries are in {backup}")
+
+
+def _history_row(change: MemoryChange) -> list[str]:
+    info = change.summary()
+    delta = change.size_delta
+    if change.after is None:
+        size = f"(no file) ({delta:,})"
+    else:
+        size = f"{len(change.after):,} B ({'+' if delta >= 0 else ''}{delta:,})"
+    why = change.why + (f" [undoes #{change.undoes}]" if change.undoes else "")
+    return [str(change.id), info["at"], change.target, change.action, change.who, size, why]
+
+
+@memory_group.command("history")
+@click.option(
+    "--target", "-t", type=click.Choice(TARGETS), default=None, help="Only this file's changes."
+)
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="How many changes to show, newest first.",
+)
+@json_option
+def memory_history(target: Target | None, limit: int, as_json: bool) -> None:
+    """List recorded changes of MEMORY.md and USER.md, newest first.
+
+    Every write is recorded (memory tool, CLI, curator, import, undo) with who made it,
+    why, and the exact bytes before and after; the number in the first column is what
+    `memstrata memory undo` takes.
+
+    \b
+    Example:
+        memstrata memory history --target memory --limit 5
+        memstrata memory undo 12
+    """
+    changes = _memory().history.list(target=target, limit=limit)
+    if as_json:
+        echo_json([c.summary() for c in changes])
+        return
+    if not changes:
+        click.echo("No memory changes recorded yet.")
+        return
+    echo_table(
+        ["#", "when (UTC)", "target", "action", "who", "size after", "why"],
+        (_history_row(c) for c in changes),
+        title="Memory history",
+    )
+
+
+@memory_group.command("undo")
+@click.argument("change_id", metavar="N", type=int)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Restore even if the file changed after change N (later edits are lost, but the "
+    "undo is recorded and can itself be undone).",
+)
+@json_option
+def memory_undo(change_id: int, force: bool, as_json: bool) -> None:
+    """Restore the exact bytes the file held before change N.
+
+    Refused when the file changed after change N, so later edits are never thrown away
+    by accident: undo the newer changes first, or pass --force.
+
+    \b
+    Example:
+        memstrata memory history
+        memstrata memory undo 12
+    """
+    memory = _memory()
+    with memory.attributed("cli"):
+        change = memory.undo(change_id, force=force)
+    if as_json:
+        echo_json(change.summary())
+        return
+    name = memory.path(change.target).name  # type: ignore[arg-type]
+    click.echo(
+        f"Undid change #{change_id}: {name} is back to the bytes it held before it "
+        f"(recorded as change #{change.id})."
+    )
