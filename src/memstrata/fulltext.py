@@ -22,13 +22,18 @@ import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
-from memstrata.errors import SessionStoreError
+from memstrata.errors import ConfigError, SessionStoreError
+from memstrata.fulltext_dates import DateWindow, find_dates, strip_dates
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import highlight, hit_dicts, session_titles, term_needle, text_of
 from memstrata.query import CompiledQuery, Index, Node, Term, compile_query
+
+if TYPE_CHECKING:
+    from memstrata.embedders import Embedder
 
 __all__ = [
     "BOOLEAN_RANKED",
@@ -36,8 +41,10 @@ __all__ = [
     "COLUMN_WEIGHTS",
     "COMMON_DF",
     "MESSAGE_CANDIDATES",
+    "SESSION_HIT_DECAY",
     "SESSION_TOP_HITS",
     "Candidate",
+    "RankedQuery",
     "Filters",
     "aggregate_sessions",
     "collect_candidates",
@@ -45,6 +52,7 @@ __all__ = [
     "hit_dicts",
     "lineage_roots",
     "make_filters",
+    "rank_query",
     "search_messages",
     "search_sessions",
     "term_needle",
@@ -60,10 +68,13 @@ MESSAGE_CANDIDATES = 100
 # A tool name is short and deliberate (a match there is strong evidence); tool-call
 # arguments are long JSON whose keys repeat in every call, so they count half.
 COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
-# Session score = sum of the scores of its best SESSION_TOP_HITS messages: a session that
-# discusses the topic in several messages beats one stray mention, without letting a long
-# session win on volume alone (see benchmarks/results/recall.md for the measurement).
-SESSION_TOP_HITS = 2
+# Session score = its best SESSION_TOP_HITS message scores, the i-th weighted
+# SESSION_HIT_DECAY**i (1, 0.6, 0.36): a session that discusses the topic in several
+# messages beats one stray mention, a long session cannot win on volume alone, and the
+# best message counts most. Measured on LoCoMo against plain top-n sums
+# (benchmarks/results/recall.md).
+SESSION_TOP_HITS = 3
+SESSION_HIT_DECAY = 0.6
 # A term found in more rows than this is "common": it is not scanned with BM25 when a
 # rarer term can find the candidates (see _bounded_candidates). Scoring a row
 # costs a few microseconds, so this bounds a query's BM25 scan to about a millisecond per
@@ -392,6 +403,7 @@ def search_messages(
     limit: int = 20,
     offset: int = 0,
     include_inactive: bool = False,
+    dates: bool = True,
 ) -> list[dict[str, Any]]:
     """Search messages; return the page of hits as dicts, best first (or by time).
 
@@ -406,6 +418,8 @@ def search_messages(
     ``timestamp, tool_name, source, model, session_started, score`` (higher is better;
     1.0 is the best hit of one index) and ``context``: the previous and next message of
     the same session as ``{role, content}`` with content cut to 200 characters.
+    With ``dates`` (the default) a natural-language query that names calendar dates
+    ranks the messages written then higher (see :func:`rank_query`).
     """
     _check_paging(limit, offset, sort, query)
     filters = make_filters(
@@ -417,16 +431,19 @@ def search_messages(
         until=until,
         include_inactive=include_inactive,
     )
-    compiled = compile_query(query)
-    if compiled.is_empty:
-        return []
     order: Literal["rank", "newest", "oldest"] = (
         "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
     )
+    k = max(MESSAGE_CANDIDATES, offset + limit)
     with _connection(store) as conn:
-        cands = collect_candidates(
-            conn, compiled, filters, k=max(MESSAGE_CANDIDATES, offset + limit), order=order
-        )
+        if order == "rank":
+            ranked = rank_query(conn, query, filters, k=k, dates=dates)
+            compiled, cands = ranked.compiled, ranked.candidates
+        else:
+            compiled = compile_query(query)
+            if compiled.is_empty:
+                return []
+            cands = collect_candidates(conn, compiled, filters, k=k, order=order)
         page = cands[offset : offset + limit]
         return hit_dicts(conn, compiled, page, filters)
 
@@ -445,8 +462,20 @@ def search_sessions(
     include_inactive: bool = False,
     by_lineage: bool = False,
     top_hits: int = SESSION_TOP_HITS,
+    hit_decay: float = SESSION_HIT_DECAY,
+    dates: bool = True,
+    speakers: bool = False,
+    embedder: Embedder | None = None,
+    subqueries: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Rank sessions for ``query``: each scores the sum of its best ``top_hits`` messages.
+    """Rank sessions for ``query``: each scores its best ``top_hits`` messages, the i-th
+    weighted ``hit_decay ** i``.
+
+    The evidence options (see :func:`rank_query`): ``dates`` (on) boosts messages written
+    inside a date the question names; ``speakers`` (off) boosts transcript lines of a
+    person it names; ``embedder`` adds hybrid recall from the vectors that
+    :func:`memstrata.embedders.index_pending` stored; ``subqueries`` (from
+    :func:`memstrata.expansion.expand_query`) add their candidates.
 
     With ``by_lineage`` the sessions of one lineage (a root and every descendant through
     ``parent_session_id``) are pooled and reported once, under the session holding the
@@ -457,6 +486,10 @@ def search_sessions(
     _check_paging(limit, 0, None, query)
     if top_hits < 1:
         raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
+    if not isinstance(hit_decay, int | float) or not 0 < hit_decay <= 1:
+        raise SessionStoreError(
+            f"hit_decay must be a number in (0, 1] (1 sums the best hits), got {hit_decay!r}."
+        )
     filters = make_filters(
         role_filter=role_filter,
         source_filter=source_filter,
@@ -466,17 +499,23 @@ def search_sessions(
         until=until,
         include_inactive=include_inactive,
     )
-    compiled = compile_query(query)
-    if compiled.is_empty:
-        return []
     with _connection(store) as conn:
-        cands = collect_candidates(conn, compiled, filters)
+        found = rank_query(
+            conn,
+            query,
+            filters,
+            dates=dates,
+            speakers=speakers,
+            embedder=embedder,
+            subqueries=subqueries,
+        )
+        compiled, cands = found.compiled, found.candidates
         roots = (
             lineage_roots(conn, {c.session_id for c in cands})
             if by_lineage
             else {c.session_id: c.session_id for c in cands}
         )
-        ranked = aggregate_sessions(cands, roots, top_hits=top_hits)[:limit]
+        ranked = aggregate_sessions(cands, roots, top_hits=top_hits, decay=hit_decay)[:limit]
         best = [group[0] for _, group in ranked]
         hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
         titles = session_titles(conn, [c.session_id for c in best])
@@ -487,7 +526,7 @@ def search_sessions(
             {
                 "session_id": top.session_id,
                 "lineage_root": root if by_lineage else None,
-                "score": round(sum(c.score for c in group[:top_hits]), 6),
+                "score": round(session_score(group, top_hits, hit_decay), 6),
                 "hit_count": len(group),
                 "match_message_id": top.id,
                 "matched_role": hit["role"],
@@ -503,21 +542,125 @@ def search_sessions(
     return out
 
 
+def session_score(
+    group: Sequence[Candidate], top_hits: int = SESSION_TOP_HITS, decay: float = SESSION_HIT_DECAY
+) -> float:
+    """Score of a group of candidates (best first): its ``top_hits`` best scores, the
+    i-th weighted ``decay ** i``."""
+    return sum(c.score * decay**i for i, c in enumerate(group[:top_hits]))
+
+
 def aggregate_sessions(
-    cands: Sequence[Candidate], roots: dict[str, str], *, top_hits: int = SESSION_TOP_HITS
+    cands: Sequence[Candidate],
+    roots: dict[str, str],
+    *,
+    top_hits: int = SESSION_TOP_HITS,
+    decay: float = SESSION_HIT_DECAY,
 ) -> list[tuple[str, list[Candidate]]]:
     """Group fused candidates by ``roots[session_id]`` and rank the groups.
 
-    A group's score is the sum of its ``top_hits`` best message scores; ties go to the
-    group whose best message is newer. Each group's list is best first.
+    A group's score is :func:`session_score` of its messages; ties go to the group whose
+    best message is newer. Each group's list is best first.
     """
     groups: dict[str, list[Candidate]] = {}
     for cand in sorted(cands, key=lambda c: (-c.score, -c.id)):
         groups.setdefault(roots.get(cand.session_id, cand.session_id), []).append(cand)
     return sorted(
         groups.items(),
-        key=lambda kv: (-sum(c.score for c in kv[1][:top_hits]), -kv[1][0].id),
+        key=lambda kv: (-session_score(kv[1], top_hits, decay), -kv[1][0].id),
     )
+
+
+@dataclass
+class RankedQuery:
+    """What :func:`rank_query` found: the compiled keyword query (for snippets), the
+    dates it read and the candidates, best first."""
+
+    compiled: CompiledQuery
+    windows: list[DateWindow]
+    candidates: list[Candidate]
+
+
+def rank_query(
+    conn: sqlite3.Connection,
+    query: str | None,
+    filters: Filters,
+    *,
+    k: int = CANDIDATES,
+    dates: bool = True,
+    speakers: bool = False,
+    embedder: Embedder | None = None,
+    subqueries: Sequence[str] = (),
+) -> RankedQuery:
+    """Candidates of a natural-language ``query`` with every evidence option applied.
+
+    ``dates``: calendar dates named in the query (``memstrata.fulltext_dates``) leave the
+    keyword query and boost the messages written then (a query with operators or quotes
+    is taken as written). ``speakers``, ``embedder`` and ``subqueries``: see
+    :mod:`memstrata.fulltext_boosts`. With none of them this is
+    :func:`collect_candidates` of the compiled query.
+    """
+    if isinstance(subqueries, str):
+        raise SessionStoreError(
+            "subqueries must be a list of query strings, not one string: "
+            "pass [text] (expand_query returns such a list)."
+        )
+    compiled = compile_query(query)
+    windows: list[DateWindow] = []
+    if dates and not compiled.explicit and query:
+        windows = find_dates(query)
+        if windows:
+            stripped = compile_query(strip_dates(query, windows))
+            # A query made only of a date still searches its words.
+            compiled = compiled if stripped.is_empty else stripped
+    found = (
+        {c.id: c for c in collect_candidates(conn, compiled, filters, k=k)}
+        if not compiled.is_empty
+        else {}
+    )
+    if subqueries:
+        extra = []
+        for sub in subqueries:
+            sub_compiled = compile_query(sub)
+            if not sub_compiled.is_empty:
+                extra.append(collect_candidates(conn, sub_compiled, filters, k=k))
+        boosts.merge_subqueries(found, extra, boosts.EXPANSION_WEIGHT)
+    if embedder is not None and query and query.strip():
+        vectors = embedder.embed([query])
+        if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
+            raise ConfigError(
+                f"Embedder {embedder.name!r} returned no {embedder.dims}-dims vector for the "
+                "query; check its `dims` and `embed()`."
+            )
+        from memstrata.embedders import vector_scores  # numpy only when hybrid is on
+
+        # Vectors of the best keyword candidates, and of the messages of the best
+        # candidate sessions (where a message the keywords missed is likely to be).
+        ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
+        best = ranked[: boosts.VECTOR_RERANK]
+        sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
+        sims = vector_scores(
+            conn,
+            embedder.name,
+            vectors[0],
+            message_ids=[c.id for c in best],
+            session_ids=sessions,
+        )
+        boosts.fuse_vectors(
+            conn,
+            found,
+            sims,
+            filters,
+            weight=boosts.VECTOR_WEIGHT,
+            floor=boosts.VECTOR_FLOOR,
+            only_min=boosts.VECTOR_ONLY_MIN,
+        )
+    cands = list(found.values())
+    boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
+    if speakers and query:
+        boosts.boost_speakers(conn, cands, query, boosts.SPEAKER_BOOST)
+    cands.sort(key=lambda c: (-c.score, -c.id))
+    return RankedQuery(compiled, windows, cands)
 
 
 def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[str, str]:

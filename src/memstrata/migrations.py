@@ -283,3 +283,59 @@ def m002_summary_cache(conn: sqlite3.Connection) -> None:
         "DELETE FROM summary_cache WHERE tip_session_id = old.id OR root_session_id = old.id; "
         "END"
     )
+
+
+@migration
+def m003_message_vectors(conn: sqlite3.Connection) -> None:
+    # Embeddings of messages for hybrid recall (memstrata.embedders), computed by an
+    # explicit indexing step, never on the append path. One row per (embedding model,
+    # message): switching models keeps the old vectors until they are pruned. ``vector``
+    # is little-endian float32, ``dims`` floats long; an empty blob marks a message with
+    # no text to embed, so the indexer does not pick it up again. A rowid table, not
+    # WITHOUT ROWID: a 1.5 KB row fits a table leaf page but overflows an index page,
+    # which made each vector read three times slower.
+    _run_script(
+        conn,
+        """
+        CREATE TABLE message_vectors (
+            id INTEGER PRIMARY KEY,
+            model TEXT NOT NULL,
+            message_id INTEGER NOT NULL,
+            dims INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (model, message_id)
+        );
+        CREATE INDEX idx_message_vectors_message ON message_vectors(message_id);
+        """,
+    )
+    # A vector quotes its message's meaning: deleting a message (or its session, by
+    # cascade) deletes its vectors, and editing its text drops them so the next indexing
+    # step embeds the new text. (One statement each: _run_script splits at ";" line ends.)
+    conn.execute(
+        "CREATE TRIGGER message_vectors_ad AFTER DELETE ON messages BEGIN "
+        "DELETE FROM message_vectors WHERE message_id = old.id; END"
+    )
+    conn.execute(
+        "CREATE TRIGGER message_vectors_au AFTER UPDATE OF content ON messages BEGIN "
+        "DELETE FROM message_vectors WHERE message_id = old.id; END"
+    )
+
+
+@migration
+def m004_query_expansions(conn: sqlite3.Connection) -> None:
+    # Sub-queries the summary model wrote for a question (memstrata.expansion), keyed by
+    # the model and the normalised question: asking again costs no model call. They
+    # quote nothing from the conversations, so deleting sessions leaves them.
+    _run_script(
+        conn,
+        """
+        CREATE TABLE query_expansions (
+            model TEXT NOT NULL,
+            query TEXT NOT NULL,
+            subqueries TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (model, query)
+        ) WITHOUT ROWID;
+        """,
+    )

@@ -21,10 +21,11 @@ discussed.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstrata import store_lineage
 from memstrata.config import Config
@@ -32,10 +33,10 @@ from memstrata.errors import LLMNotConfiguredError, MemstrataError, SessionStore
 from memstrata.fulltext import (
     Filters,
     aggregate_sessions,
-    collect_candidates,
     hit_dicts,
     lineage_roots,
     make_filters,
+    rank_query,
 )
 from memstrata.llm.types import LLMClient
 from memstrata.query import compile_query
@@ -56,6 +57,12 @@ from memstrata.summarize import (
     summarize_all,
 )
 from memstrata.truncate import Needles, format_transcript, needles_for, truncate_around_matches
+
+if TYPE_CHECKING:
+    from memstrata.embedders import Embedder
+    from memstrata.postgres.store import PostgresSessionStore
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 3
 MAX_LIMIT = 5
@@ -105,7 +112,7 @@ def _clamp_limit(limit: int | None) -> int:
 
 
 def session_search(
-    store: SessionStore,
+    store: SessionStore | PostgresSessionStore,
     query: str | None = "",
     *,
     current_session_id: str | None = None,
@@ -139,6 +146,27 @@ def session_search(
     Raises :class:`~memstrata.errors.SessionStoreError` subclasses for bad arguments or
     unknown sessions; model failures never raise (they fall back to verbatim text).
     """
+    if not isinstance(store, SessionStore):
+        # A PostgreSQL store: the same recall over its public methods (psycopg is an
+        # optional dependency, so the module is imported only when one is passed).
+        from memstrata.postgres import recall
+
+        return recall.session_search(
+            store,
+            query,
+            current_session_id=current_session_id,
+            limit=limit,
+            role_filter=role_filter,
+            source=source,
+            since=since,
+            until=until,
+            session_id=session_id,
+            around_message_id=around_message_id,
+            window=window,
+            summarize=summarize,
+            llm=llm,
+            config=config,
+        )
     if query is not None and not isinstance(query, str):
         raise SessionStoreError(f"query must be text, got {type(query).__name__}.")
     if since is not None and until is not None and since > until:
@@ -348,19 +376,63 @@ def _meta(conn: sqlite3.Connection, chain: Sequence[str]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Evidence:
+    """The recall options of ``search.*`` for one search (see docs/recall.md)."""
+
+    dates: bool = True
+    embedder: Embedder | None = None
+    subqueries: tuple[str, ...] = ()
+
+
+def _evidence(
+    store: SessionStore, query: str, config: Config | None, llm: LLMClient | None
+) -> _Evidence:
+    cfg = config if config is not None else Config.load()
+    from memstrata.embedders import embedder_from_config
+
+    subqueries: list[str] = []
+    if cfg.get("search.expansion"):
+        from memstrata.expansion import expand_query
+
+        try:
+            client = llm
+            if client is None:
+                from memstrata.llm.settings import client_for
+
+                client = client_for("summary", cfg)
+            subqueries = expand_query(store, client, query)
+        except MemstrataError as exc:
+            # Expansion only ever adds to a search; without a model the question alone runs.
+            log.warning("query expansion skipped: %s", exc)
+    return _Evidence(
+        dates=bool(cfg.get("search.dates")),
+        embedder=embedder_from_config(cfg),
+        subqueries=tuple(subqueries),
+    )
+
+
 def _find(
     store: SessionStore,
     query: str,
     filters: _RecallFilters,
     limit: int,
     current_session_id: str | None,
+    evidence: _Evidence,
 ) -> tuple[list[_Conversation], int]:
-    compiled = compile_query(query)
     with store.read_conn() as conn:
         conn.execute("BEGIN")  # one snapshot for the search and the conversations' sizes
         live = tuple(live_session_ids(conn, current_session_id))
         filters = replace(filters, live_session_ids=live)
-        cands = collect_candidates(conn, compiled, filters)
+        ranked_query = rank_query(
+            conn,
+            query,
+            filters,
+            dates=evidence.dates,
+            embedder=evidence.embedder,
+            subqueries=evidence.subqueries,
+        )
+        compiled, cands = ranked_query.compiled, ranked_query.candidates
         roots = lineage_roots(conn, {c.session_id for c in cands})
         ranked = aggregate_sessions(cands, roots)[:limit]
         best = [group[0] for _, group in ranked]
@@ -460,7 +532,8 @@ def discover(
             "message": "The query has nothing searchable in it: give words, names or paths.",
             "note": NOTE,
         }
-    found, searched = _find(store, query, filters, limit, current_session_id)
+    evidence = _evidence(store, query, config, llm)
+    found, searched = _find(store, query, filters, limit, current_session_id, evidence)
     needles = needles_for(compiled)
     results = [_result(conv) for conv in found]
     outcomes, status = _summaries(store, found, query, needles, summarize, llm, config)
