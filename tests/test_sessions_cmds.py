@@ -59,7 +59,92 @@ def test_show_by_prefix_and_title(seeded: Path) -> None:
     assert code == 0
     data = json.loads(out)
     assert data["session"]["id"] == "20250101_bbbb"
-    assert [m["content"] for m in data["messages"]] == ["temples first"]
+    assert data["chain"] == ["20250101_aaaa", "20250101_bbbb"]
+    assert [m["content"] for m in data["messages"]] == ["plan a trip to 京都", "temples first"]
+
+
+def test_show_child_shows_the_whole_chain_as_listed(seeded: Path) -> None:
+    """`show "X #2"` shows every part of the chain, as many messages as the listing counts."""
+    code, out = _run("sessions", "list", "--json")
+    listed = next(r for r in json.loads(out) if r["root_id"] == "20250101_aaaa")
+    code, out = _run("sessions", "show", "Kyoto #2")
+    assert code == 0
+    assert "Conversation of 2 sessions" in out and f"{listed['message_count']} messages" in out
+    assert out.index("plan a trip to 京都") < out.index("temples first")
+    assert "part 2 of 2" in out
+    code, out = _run("sessions", "show", "Kyoto #2", "--session-only")
+    assert code == 0 and "Showing session 20250101_bbbb only: part 2 of 2" in out
+    assert "plan a trip" not in out and "temples first" in out
+    code, out = _run("sessions", "show", "20240101_old", "--json")
+    assert json.loads(out)["chain"] == ["20240101_old"]
+
+
+def test_piped_tables_have_a_header_row(seeded: Path) -> None:
+    """A listing piped to another program starts with the column names, tab-separated."""
+    code, out = _run("sessions", "list")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split("\t") == [
+        "id",
+        "title",
+        "source",
+        "msgs",
+        "last active",
+        "preview",
+    ]
+    assert [line.split("\t")[:4] for line in lines[1:]] == [
+        ["20240101_old", "", "cron", "0"],
+        ["20250101_bbbb", "Kyoto #2", "cli", "2"],
+    ]
+    code, out = _run("sessions", "stats")
+    assert code == 0 and out.splitlines()[0] == "stat\tvalue" and "messages\t2" in out
+
+
+def test_search_lists_message_hits(seeded: Path) -> None:
+    """`sessions search` prints one row per message hit, with ids usable by forget."""
+    code, out = _run("sessions", "search", "temples")
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert header.startswith("message\tsession\trole")
+    assert row.split("\t")[1:3] == ["20250101_bbbb", "assistant"]
+    code, out = _run("sessions", "search", "京都", "--json")
+    assert [h["session_id"] for h in json.loads(out)] == ["20250101_aaaa"]
+    code, out = _run("sessions", "search", "temples", "--role", "user", "--json")
+    assert json.loads(out) == []
+    result = CliRunner().invoke(cli, ["sessions", "search", "x", "--since", "yesterday-ish"])
+    assert result.exit_code == 2 and "--since" in result.output
+
+
+def test_export_writes_the_conversation(seeded: Path, tmp_path: Path) -> None:
+    """`sessions export` writes JSONL (all sessions, or a conversation) and Markdown."""
+    pytest.importorskip("memstrata.exporting")
+    target = tmp_path / "out.jsonl"
+    code, _ = _run("sessions", "export", "Kyoto", "-o", str(target))
+    assert code == 0
+    lines = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    text = json.dumps(lines, ensure_ascii=False)
+    assert "plan a trip to 京都" in text and "temples first" in text
+    assert "20240101_old" not in text
+    code, out = _run("sessions", "export", "--format", "markdown")
+    assert code == 0 and "temples first" in out and "20240101_old" in out
+
+
+def test_optimize_reports_sizes(seeded: Path) -> None:
+    """`sessions optimize` merges, vacuums and analyzes, then reports sizes before/after."""
+    with SessionStore() as store:
+        for i in range(200):
+            store.append_message("20240101_old", "user", f"filler message {i} " * 20)
+        store.delete_session("20240101_old")
+    code, out = _run("sessions", "optimize", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["steps"] == ["merge full-text indexes", "vacuum", "analyze"]
+    db = data["sizes"]["db_bytes"]
+    assert db["after"] < db["before"] + data["sizes"]["wal_bytes"]["before"]
+    assert data["sizes"]["wal_bytes"]["after"] == 0
+    code, out = _run("sessions", "optimize", "--no-vacuum")
+    assert code == 0 and out.splitlines()[0] == "file\tbefore\tafter"
+    code, out = _run("sessions", "check")
+    assert code == 0 and out.startswith("ok")
 
 
 def test_show_unknown_session_fails_cleanly(seeded: Path) -> None:
@@ -82,8 +167,8 @@ def test_delete_asks_then_deletes(seeded: Path) -> None:
     """`sessions delete` asks for confirmation; --yes deletes without asking."""
     code, _ = _run("sessions", "delete", "20250101_aaaa", input="n\n")
     assert code == 1
-    code, out = _run("sessions", "delete", "20250101_aaaa", "--yes")
-    assert code == 0 and "Deleted 1 session(s)" in out
+    code, out = _run("sessions", "delete", "20250101_aaaa", "--yes", "--json")
+    assert code == 0 and json.loads(out) == {"deleted": ["20250101_aaaa"]}
     with SessionStore() as store:
         assert store.get_session("20250101_aaaa") is None
         assert store.get_session("20250101_bbbb") is not None
@@ -110,6 +195,8 @@ def test_check_reindex_stats(seeded: Path) -> None:
     assert code == 1 and "messages_fts_cjk_ai is missing" in out and "reindex" in out
     code, out = _run("sessions", "reindex")
     assert code == 0 and "messages_fts_cjk: 1 rows" in out
+    code, out = _run("sessions", "reindex", "--json")
+    assert code == 0 and json.loads(out)["messages_fts"] == 2
     code, out = _run("sessions", "check", "--json")
     assert code == 0 and json.loads(out)["ok"] is True
     code, out = _run("sessions", "stats", "--json")

@@ -18,14 +18,21 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, cast
 
-from memstrata import store_index, store_lineage, store_messages, store_sessions, titles
+from memstrata import (
+    migrations,
+    store_index,
+    store_lineage,
+    store_messages,
+    store_sessions,
+    titles,
+)
 from memstrata.config import Config, ensure_home
 from memstrata.database import Database, Durability
 from memstrata.errors import (
@@ -298,6 +305,23 @@ class SessionStore:
                 raise store_sessions.not_found(session_id)
             return store_lineage.lineage_root(conn, session_id)
 
+    def get_compression_chain(self, session_id: str) -> list[str]:
+        """The compressed conversation ``session_id`` is part of, oldest session first.
+
+        Its compression ancestors, itself, then its continuations up to the tip: the
+        sessions a listing row stands for (delegates and branches are not included).
+        """
+        with self._db.read() as conn:
+            conn.execute("BEGIN")  # one snapshot for the walk up and the walk down
+            if not store_sessions.exists(conn, session_id):
+                raise store_sessions.not_found(session_id)
+            ancestors = store_lineage.compression_ancestors(conn, session_id)
+            head = ancestors[-1] if ancestors else session_id
+            chain = store_lineage.compression_chain(conn, head)
+            # A continuation the chain does not pass through (a race in older data)
+            # still shows with the sessions that lead to it.
+            return chain if session_id in chain else [*reversed(ancestors), session_id]
+
     def get_lineage_ids(self, session_id: str) -> list[str]:
         """Every session of ``session_id``'s conversation (continuations and delegates)."""
         with self._db.read() as conn:
@@ -382,6 +406,74 @@ class SessionStore:
                 alive = [i for i in part if store_sessions.exists(conn, i)]
                 deleted += store_sessions.delete(conn, alive) if alive else []
         return deleted
+
+    def delete_messages(self, message_ids: Iterable[int]) -> int:
+        """Delete messages by id from the store, every full-text index and any vectors.
+
+        The sessions they belonged to are recounted (message_count, tool_call_count,
+        last_active) in the same transaction; ids that do not exist are ignored. Returns
+        how many messages were deleted. Cached summaries are not touched: see
+        :meth:`clear_summary_cache` (or :func:`memstrata.forget.forget`, which does both).
+        """
+        ids = _message_ids(message_ids)
+        if not ids:
+            return 0
+        with self._db.write() as conn:
+            return store_sessions.delete_messages(conn, ids)[0]
+
+    def clear_summary_cache(self, session_ids: Iterable[str] | None = None) -> int:
+        """Drop cached conversation summaries; return how many rows went.
+
+        With ``session_ids``, only the summaries of conversations whose tip or root is
+        one of them (pass :meth:`get_lineage_ids` to cover a whole conversation); with
+        None, every cached summary.
+        """
+        with self._db.write() as conn:
+            if session_ids is None:
+                return conn.execute("DELETE FROM summary_cache").rowcount
+            ids = sorted({text_field(i, "session id") or "" for i in session_ids})
+            removed = 0
+            for part in store_sessions.chunks(ids):
+                marks = store_sessions.marks(len(part))
+                removed += conn.execute(
+                    f"DELETE FROM summary_cache WHERE tip_session_id IN ({marks}) "
+                    f"OR root_session_id IN ({marks})",
+                    [*part, *part],
+                ).rowcount
+            return removed
+
+    def list_message_ids(
+        self,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        session_ids: Iterable[str] | None = None,
+    ) -> list[int]:
+        """Ids of the messages (archived ones too) timestamped in ``[since, until]``.
+
+        Both bounds are inclusive Unix timestamps and optional; ``session_ids`` limits
+        the result to those sessions. Ordered by id.
+        """
+        sql = "SELECT id FROM messages WHERE 1 = 1"
+        params: list[Any] = []
+        for bound, op, name in ((since, ">=", "since"), (until, "<=", "until")):
+            if bound is None:
+                continue
+            if isinstance(bound, bool) or not isinstance(bound, int | float):
+                raise SessionStoreError(
+                    f"{name} must be a Unix timestamp (seconds), got {bound!r}."
+                )
+            sql += f" AND timestamp {op} ?"
+            params.append(float(bound))
+        with self._db.read() as conn:
+            if session_ids is None:
+                return [int(r[0]) for r in conn.execute(sql + " ORDER BY id", params)]
+            found: list[int] = []
+            wanted = sorted(set(session_ids))
+            for part in store_sessions.chunks(wanted):
+                clause = f" AND session_id IN ({store_sessions.marks(len(part))})"
+                found += [int(r[0]) for r in conn.execute(sql + clause, [*params, *part])]
+            return sorted(found)
 
     # -- state_meta ----------------------------------------------------------------------
 
@@ -573,6 +665,47 @@ class SessionStore:
             conn.execute("PRAGMA optimize")
         self._db.checkpoint()
 
+    @contextmanager
+    def secure_deletes(self) -> Iterator[None]:
+        """While inside, deleted content is overwritten with zeros (``PRAGMA secure_delete``).
+
+        Without it SQLite only marks freed space as free, and the deleted text stays in
+        the file until the space is reused. Together with :meth:`optimize` (which merges
+        away full-text segments still holding deleted terms and truncates the WAL) this
+        makes deleted text leave ``state.db``; :func:`memstrata.forget.forget` uses both.
+        """
+        with self._db.write() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            with self._db.write() as conn:
+                conn.execute("PRAGMA secure_delete = OFF")
+
+    def index_counts(self) -> dict[str, int]:
+        """Rows held by each full-text index, the vector table (if any) and the summary cache."""
+        with self._db.read() as conn:
+            conn.execute("BEGIN")  # one snapshot across the counts
+            counts = {
+                table: int(conn.execute(f"SELECT count(*) FROM {table}_docsize").fetchone()[0])
+                for table in (*migrations.EXTERNAL_CONTENT_TABLES, migrations.CJK_TABLE)
+            }
+            if store_sessions.vector_key(conn) is not None:
+                table = store_sessions.VECTOR_TABLE
+                counts[table] = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+            row = conn.execute("SELECT count(*) FROM summary_cache").fetchone()
+            counts["summary_cache"] = int(row[0])
+            return counts
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file and truncate it (best effort under readers)."""
+        self._db.checkpoint()
+
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics on every table and index (``ANALYZE``)."""
+        with self._db.write() as conn:
+            conn.execute("ANALYZE")
+
     def vacuum(self) -> None:
         """Rewrite the file to give freed pages back to the file system."""
         self._db.vacuum()
@@ -600,3 +733,17 @@ class SessionStore:
             "db_bytes": os.path.getsize(self.path) if self.path.exists() else 0,
             "wal_bytes": wal.stat().st_size if wal.exists() else 0,
         }
+
+
+def _message_ids(values: Iterable[int]) -> list[int]:
+    """Message ids as ints; anything else is refused with the fix."""
+    if isinstance(values, str | bytes):
+        raise SessionStoreError("message_ids must be a list of integer message ids.")
+    ids: list[int] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SessionStoreError(
+                f"Message ids are integers (got {value!r}); `memstrata sessions show` lists them."
+            )
+        ids.append(value)
+    return ids

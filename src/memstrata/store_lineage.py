@@ -186,6 +186,26 @@ def preview_text(content: Any) -> str:
     return text[:_PREVIEW_CHARS] + "..." if len(text) > _PREVIEW_CHARS else text
 
 
+# A session's activity as the listing orders by it (a zero last_active counts as unset).
+_ACTIVITY_SQL = "COALESCE(NULLIF(s.last_active, 0), s.started_at)"
+
+
+def _listed_filter(
+    source: str | None, exclude_sources: Sequence[str] | None, include_archived: bool
+) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if not include_archived:
+        where.append("s.archived = 0")
+    if source is not None:
+        where.append("s.source = ?")
+        params.append(source)
+    if exclude_sources:
+        where.append(f"s.source NOT IN ({','.join('?' * len(exclude_sources))})")
+        params.extend(exclude_sources)
+    return where, params
+
+
 def list_sessions_rich(
     conn: sqlite3.Connection,
     *,
@@ -198,54 +218,138 @@ def list_sessions_rich(
 ) -> list[dict[str, Any]]:
     """One row per logical conversation, each compression chain projected onto its tip.
 
-    Reads the small listed-session and continuation columns of every session once, then
-    the full rows and previews of the returned page only.
+    Ordered by start, the page is one indexed query. Ordered by activity (a
+    conversation is as recent as the newest session of its chain), SQLite sorts the
+    sessions by activity and the walk reads them newest first, stopping as soon as the
+    page is full: a conversation takes its place at the first of its chain's sessions
+    met. Only the page's conversations are walked (compression chains, previews), so the
+    cost no longer grows with a full read of every session in Python.
     """
-    where = [f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"]
-    params: list[Any] = []
-    if not include_archived:
-        where.append("s.archived = 0")
-    if source is not None:
-        where.append("s.source = ?")
-        params.append(source)
-    if exclude_sources:
-        where.append(f"s.source NOT IN ({','.join('?' * len(exclude_sources))})")
-        params.extend(exclude_sources)
-    listed = conn.execute(
-        f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE {' AND '.join(where)}", params
-    ).fetchall()
-    children: dict[str, list[sqlite3.Row]] = {}
-    for row in conn.execute(
-        f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE {KIND_SQL} = 'compression'"
-    ).fetchall():
-        children.setdefault(row["parent_session_id"], []).append(row)
-
-    entries: list[tuple[float, list[sqlite3.Row]]] = []
-    for root in listed:
-        chain = [root]
-        seen = {root["id"]}
-        for _ in range(MAX_HOPS):
-            nxt = _pick(children.get(chain[-1]["id"], []))
-            if nxt is None or nxt["id"] in seen:
+    want = max(0, offset) + max(0, limit)
+    if want == 0:
+        return []
+    filters, params = _listed_filter(source, exclude_sources, include_archived)
+    listed = f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"
+    if not order_by_last_active:
+        rows = conn.execute(
+            f"SELECT s.id {_FROM} WHERE {' AND '.join([listed, *filters])} "
+            "ORDER BY s.started_at DESC, s.id DESC LIMIT ? OFFSET ?",
+            [*params, max(0, limit), max(0, offset)],
+        ).fetchall()
+        return [session_entry(conn, compression_chain(conn, r["id"])) for r in rows]
+    # Continuations pass unfiltered: the filters apply to the conversation's first session.
+    passes = " AND ".join([listed, *filters])
+    # Sessions without a parent (most of them) are roots: no join, no kind to work out.
+    roots = " AND ".join(["s.parent_session_id IS NULL", *filters])
+    cursor = conn.execute(
+        f"SELECT s.id, NULL AS kind, {_ACTIVITY_SQL} AS activity FROM sessions s "
+        f"WHERE {roots} UNION ALL "
+        f"SELECT s.id, {KIND_SQL} AS kind, {_ACTIVITY_SQL} AS activity {_FROM} "
+        f"WHERE s.parent_session_id IS NOT NULL AND ({KIND_SQL} = 'compression' OR ({passes})) "
+        "ORDER BY activity DESC",
+        [*params, *params],
+    )
+    walker = _ChainWalker(conn)
+    ordered: list[str] = []
+    placed: set[str] = set()
+    verdicts: dict[str, bool] = {}  # conversation head -> listed under the filters?
+    tied: list[str] = []  # conversations whose activity equals the current row's
+    current: float | None = None
+    for scanned, row in enumerate(cursor):
+        if row["activity"] != current:
+            # Conversations of equal activity are ordered by their first session's id.
+            ordered += sorted(tied, reverse=True)
+            tied, current = [], row["activity"]
+            if len(ordered) >= want:
                 break
-            chain.append(nxt)
-            seen.add(nxt["id"])
-        if order_by_last_active:
-            key = max(float(r["last_active"] or r["started_at"]) for r in chain)
+        if scanned == _PRELOAD_AFTER:
+            walker.preload()  # a deep page: one read of every continuation is cheaper
+        if row["kind"] == "compression":
+            head = walker.head(row["id"])
+            if head not in verdicts:
+                verdicts[head] = _is_listed(conn, head, passes, params)
         else:
-            key = float(root["started_at"])
-        entries.append((key, chain))
-    entries.sort(key=lambda e: (e[0], e[1][0]["id"]), reverse=True)
-    page = entries[max(0, offset) : max(0, offset) + max(0, limit)]
-    return [_entry(conn, chain) for _, chain in page]
+            head = row["id"]
+            verdicts[head] = True
+        if not verdicts[head] or head in placed:
+            continue
+        # A continuation the chain does not go through (a race in older data) is not
+        # part of any listed conversation.
+        if row["kind"] == "compression" and row["id"] not in walker.chain(head):
+            continue
+        placed.add(head)
+        tied.append(head)
+    else:
+        ordered += sorted(tied, reverse=True)
+    cursor.close()
+    return [session_entry(conn, walker.chain(head)) for head in ordered[max(0, offset) : want]]
 
 
-def _entry(conn: sqlite3.Connection, chain: list[sqlite3.Row]) -> dict[str, Any]:
-    ids = [r["id"] for r in chain]
+# Rows scanned one query at a time before the walker reads every continuation at once.
+_PRELOAD_AFTER = 400
+
+
+class _ChainWalker:
+    """Compression heads and chains, by one query per hop or, once preloaded, from memory.
+
+    Both ways give what :func:`compression_ancestors` and :func:`compression_chain` give.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._chains: dict[str, list[str]] = {}
+        self._parent: dict[str, str] | None = None
+        self._children: dict[str, list[sqlite3.Row]] = {}
+
+    def preload(self) -> None:
+        self._parent = {}
+        for row in self._conn.execute(
+            f"SELECT {_EDGE_COLUMNS} {_FROM} WHERE {KIND_SQL} = 'compression'"
+        ):
+            self._parent[row["id"]] = row["parent_session_id"]
+            self._children.setdefault(row["parent_session_id"], []).append(row)
+
+    def head(self, session_id: str) -> str:
+        if self._parent is None:
+            ancestors = compression_ancestors(self._conn, session_id)
+            return ancestors[-1] if ancestors else session_id
+        current, seen = session_id, {session_id}
+        for _ in range(MAX_HOPS):
+            parent = self._parent.get(current)
+            if parent is None or parent in seen:
+                break
+            current = parent
+            seen.add(current)
+        return current
+
+    def chain(self, head: str) -> list[str]:
+        if head in self._chains:
+            return self._chains[head]
+        if self._parent is None:
+            chain = compression_chain(self._conn, head)
+        else:
+            chain, seen = [head], {head}
+            for _ in range(MAX_HOPS):
+                nxt = _pick(self._children.get(chain[-1], []))
+                if nxt is None or nxt["id"] in seen:
+                    break
+                chain.append(nxt["id"])
+                seen.add(nxt["id"])
+        self._chains[head] = chain
+        return chain
+
+
+def _is_listed(conn: sqlite3.Connection, session_id: str, passes: str, params: list[Any]) -> bool:
+    row = conn.execute(f"SELECT 1 {_FROM} WHERE s.id = ? AND {passes}", [session_id, *params])
+    return row.fetchone() is not None
+
+
+def session_entry(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any]:
+    """The listing row of the conversation whose compression chain is ``ids`` (root first)."""
     rows = {
         r["id"]: r
         for r in conn.execute(
-            f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(ids))})", ids
+            f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(ids))})", list(ids)
         ).fetchall()
     }
     root, tip = rows[ids[0]], rows[ids[-1]]
@@ -273,5 +377,5 @@ def _entry(conn: sqlite3.Connection, chain: list[sqlite3.Row]) -> dict[str, Any]
         "preview": preview,
         "ended_at": tip["ended_at"],
         "end_reason": tip["end_reason"],
-        "session_ids": ids,
+        "session_ids": list(ids),
     }

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from memstrata import store_lineage, titles
+from memstrata import store_lineage, store_messages, titles
 from memstrata.errors import AmbiguousSessionError, SessionNotFoundError
 
 # Upsert columns: on conflict the first writer's non-null value wins.
@@ -106,7 +106,14 @@ def delete(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[str]:
     Other children are orphaned by the foreign key (``ON DELETE SET NULL``).
     """
     doomed = [*session_ids, *store_lineage.delegate_descendants(conn, session_ids)]
+    key = vector_key(conn)
     for part in chunks(doomed):
+        if key is not None:
+            conn.execute(
+                f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN "
+                f"(SELECT id FROM messages WHERE session_id IN ({marks(len(part))}))",
+                part,
+            )
         # Deleted explicitly (not by cascade) so the index triggers visibly run.
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks(len(part))})", part)
         conn.execute(f"DELETE FROM sessions WHERE id IN ({marks(len(part))})", part)
@@ -127,3 +134,45 @@ def prune_candidates(conn: sqlite3.Connection, cutoff: float, source: str | None
     ids = [r["id"] for r in conn.execute(sql + " ORDER BY ended_at", params).fetchall()]
     candidates = set(ids)
     return [i for i in ids if store_lineage.compression_chain(conn, i)[-1] in candidates]
+
+
+# Embedding rows of messages, when semantic search is set up: keyed by message id.
+VECTOR_TABLE = "message_vectors"
+
+
+def vector_key(conn: sqlite3.Connection) -> str | None:
+    """The message-id column of the vector table, or None when there is no such table.
+
+    The table is optional (created by the embedding migration); a delete removes its
+    rows explicitly so that no vector of a deleted message survives, trigger or not.
+    """
+    columns = [r[1] for r in conn.execute(f"PRAGMA table_info({VECTOR_TABLE})").fetchall()]
+    if not columns:
+        return None
+    for name in ("message_id", "id"):
+        if name in columns:
+            return name
+    return "rowid"
+
+
+def delete_messages(conn: sqlite3.Connection, message_ids: Sequence[int]) -> tuple[int, list[str]]:
+    """Delete messages (from every index and the vector table) and recount their sessions.
+
+    Returns how many rows went and the sessions they belonged to.
+    """
+    ids = sorted({int(i) for i in message_ids})
+    sessions: set[str] = set()
+    deleted = 0
+    key = vector_key(conn)
+    for part in chunks(ids):
+        where = f"id IN ({marks(len(part))})"
+        sessions.update(
+            str(r[0])
+            for r in conn.execute(f"SELECT DISTINCT session_id FROM messages WHERE {where}", part)
+        )
+        if key is not None:
+            conn.execute(f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN ({marks(len(part))})", part)
+        deleted += conn.execute(f"DELETE FROM messages WHERE {where}", part).rowcount
+    for session_id in sorted(sessions):
+        store_messages.recount(conn, session_id)
+    return deleted, sorted(sessions)

@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: error handling, JSON output, tables."""
+"""Shared CLI plumbing: error handling, JSON output, tables, progress bars."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from memstrata.errors import MemstrataError
@@ -18,6 +19,17 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 def run_cli(group: click.Group) -> None:
     """Run ``group``; a MemstrataError becomes ``Error: <message>`` and exit code 1."""
+    for arg in sys.argv[1:]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates, which no file,
+        # database or terminal can take: refuse them here, once, for every command.
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            raw = arg.encode("utf-8", "surrogateescape")
+            click.echo(
+                f"Error: the argument {raw!r} is not valid UTF-8 text. Re-type it, or use a "
+                "UTF-8 terminal (LANG=C.UTF-8).",
+                err=True,
+            )
+            sys.exit(2)
     try:
         group.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -39,15 +51,48 @@ def echo_json(data: Any) -> None:
 
 
 def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str = "") -> None:
-    """Print a rich table in a terminal, tab-separated lines when piped."""
+    """Print a rich table in a terminal; tab-separated lines under a header row when piped."""
     rows = list(rows)
     if not sys.stdout.isatty():
-        for row in rows:
-            click.echo("\t".join("" if v is None else str(v) for v in row))
+        # The header row lets scripts (cut, awk, pandas) address columns by name.
+        for row in [columns, *rows]:
+            click.echo("\t".join(_cell(v) for v in row))
         return
     table = Table(title=title or None)
     for col in columns:
         table.add_column(col)
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        table.add_row(*(_cell(v) for v in row))
     Console().print(table)
+
+
+def _cell(value: Any) -> str:
+    # Tabs and newlines inside a value would break the piped form into extra columns/rows.
+    return "" if value is None else " ".join(str(value).split("\t")).replace("\n", " ")
+
+
+def progress_bar() -> Progress:
+    """A transient progress bar on stderr (stdout stays clean for ``--json`` and pipes).
+
+    Drawn only when stderr is a terminal: a log file gets no bar remnants.
+    """
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def human_bytes(n: int | float) -> str:
+    """``1536`` -> ``"1.5 KB"`` (decimal units, as file managers show sizes)."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(size) < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"  # pragma: no cover - the loop always returns

@@ -1,16 +1,25 @@
-"""``memstrata sessions``: list, show, rename, delete, prune and maintain stored sessions."""
+"""``memstrata sessions``: list, show, search, export, rename, delete, prune, maintain."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
-from memstrata.errors import SessionNotFoundError
+from memstrata.cli.common import (
+    CONTEXT_SETTINGS,
+    echo_json,
+    echo_table,
+    human_bytes,
+    progress_bar,
+)
+from memstrata.errors import MemstrataError, SessionNotFoundError
+from memstrata.search_tool import parse_time
 from memstrata.store import SessionStore
 
 
@@ -102,22 +111,62 @@ def sessions_list(
 @sessions_group.command("show")
 @click.argument("session")
 @click.option("--all", "include_inactive", is_flag=True, help="Include archived messages.")
+@click.option(
+    "--session-only",
+    is_flag=True,
+    help="Only this session, not the rest of its compressed conversation.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def sessions_show(session: str, include_inactive: bool, as_json: bool) -> None:
-    """Print a session's details and messages (SESSION: id, id prefix or title).
+def sessions_show(session: str, include_inactive: bool, session_only: bool, as_json: bool) -> None:
+    """Print a conversation's details and messages (SESSION: id, id prefix or title).
+
+    A compressed conversation is stored as a chain of sessions ("Trip", "Trip #2", ...);
+    any of them shows the whole chain, oldest first, as `sessions list` counts it.
+    --session-only shows the one session.
 
     \b
     Example:
         memstrata sessions show 20250101_1200
+        memstrata sessions show "Kyoto trip #2" --session-only --json
     """
     with SessionStore() as store:
         sid = _resolve(store, session)
-        info = store.get_session(sid)
-        messages = store.get_messages(sid, include_inactive=include_inactive)
+        chain = store.get_compression_chain(sid)
+        shown = [sid] if session_only else chain
+        infos = {i: store.get_session(i) for i in shown}
+        messages = {i: store.get_messages(i, include_inactive=include_inactive) for i in shown}
     if as_json:
-        echo_json({"session": info, "messages": messages})
+        echo_json(
+            {
+                "session": infos[sid],
+                "chain": chain,
+                "shown": shown,
+                "messages": [{**m, "session_id": i} for i in shown for m in messages[i]],
+            }
+        )
         return
-    assert info is not None
+    if len(chain) > 1:
+        part = chain.index(sid) + 1
+        if session_only:
+            click.echo(
+                f"Showing session {sid} only: part {part} of {len(chain)} of a compressed "
+                "conversation (drop --session-only to see it all)."
+            )
+        else:
+            total = sum(len(v) for v in messages.values())
+            click.echo(
+                f"Conversation of {len(chain)} sessions ({chain[0]} ... {chain[-1]}), "
+                f"{total} messages."
+            )
+    for index, current in enumerate(shown):
+        info = infos[current]
+        assert info is not None
+        if len(shown) > 1:
+            click.echo(f"\n=== part {index + 1} of {len(shown)} ===")
+        _print_session(current, info, messages[current])
+
+
+def _print_session(sid: str, info: dict[str, Any], messages: list[dict[str, Any]]) -> None:
     click.echo(f"{sid}  {info['title'] or ''}".rstrip())
     click.echo(
         f"source={info['source']} model={info['model'] or '-'} "
@@ -137,10 +186,143 @@ def sessions_show(session: str, include_inactive: bool, as_json: bool) -> None:
             click.echo(f"tool_calls: {json.dumps(m['tool_calls'], ensure_ascii=False)}")
 
 
+def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | None:
+    try:
+        return parse_time(value, name, end_of_day=end_of_day)
+    except MemstrataError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"--{name}") from None
+
+
+@sessions_group.command("search")
+@click.argument("query")
+@click.option("--role", "roles", multiple=True, help="Only this role (repeatable).")
+@click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
+@click.option("--since", default=None, help="From this date/time (YYYY-MM-DD[THH:MM], UTC).")
+@click.option("--until", default=None, help="Up to this date/time (a date includes the day).")
+@click.option(
+    "--sort",
+    type=click.Choice(["relevance", "newest", "oldest"]),
+    default="relevance",
+    show_default=True,
+)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
+@click.option("--offset", default=0, type=click.IntRange(min=0))
+@click.option("--all", "include_inactive", is_flag=True, help="Include rewound messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+def sessions_search(
+    query: str,
+    roles: tuple[str, ...],
+    sources: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    sort: str,
+    limit: int,
+    offset: int,
+    include_inactive: bool,
+    as_json: bool,
+) -> None:
+    """Search every stored message; one row per matching message, best first.
+
+    The full-text engine behind `memstrata search` and the session_search tool, at
+    message level: natural language by default; "phrases", prefix*, AND/OR/NOT,
+    substrings of identifiers and Chinese/Japanese text work too. Message ids feed
+    `memstrata forget --message` and `memstrata search --session ID --around ID`.
+
+    \b
+    Example:
+        memstrata sessions search "nginx deadlock" --since 2026-01-01 --limit 5
+        memstrata sessions search '"exact phrase"' --role user --json
+    """
+    with SessionStore() as store:
+        hits = store.search_messages(
+            query,
+            role_filter=list(roles) or None,
+            source_filter=list(sources) or None,
+            since=_time(since, "since"),
+            until=_time(until, "until", end_of_day=True),
+            sort=None if sort == "relevance" else sort,
+            limit=limit,
+            offset=offset,
+            include_inactive=include_inactive,
+        )
+    if as_json:
+        echo_json(hits)
+        return
+    if not hits:
+        click.echo("No message matches.", err=True)
+        return
+    echo_table(
+        ["message", "session", "role", "when", "source", "snippet"],
+        [
+            (h["id"], h["session_id"], h["role"], _when(h["timestamp"]), h["source"], h["snippet"])
+            for h in hits
+        ],
+        title=f"Messages matching {query!r}",
+    )
+
+
+@sessions_group.command("export")
+@click.argument("sessions", nargs=-1, metavar="[SESSION]...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "markdown"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl round-trips through `memstrata import`; markdown is for reading.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write here instead of standard output.",
+)
+def sessions_export(sessions: tuple[str, ...], fmt: str, output: Path | None) -> None:
+    """Export sessions (all, or the conversations of each SESSION) as JSONL or Markdown.
+
+    A SESSION (id, id prefix or title) brings its whole compressed conversation.
+
+    \b
+    Example:
+        memstrata sessions export --format markdown -o sessions.md
+        memstrata sessions export "Kyoto trip" --format jsonl > kyoto.jsonl
+    """
+    try:
+        exporting = importlib.import_module("memstrata.exporting")
+    except ImportError as exc:  # pragma: no cover - shipped together
+        raise click.ClickException(f"Export is unavailable in this build: {exc}") from exc
+    with SessionStore() as store:
+        ids: list[str] | None = None
+        if sessions:
+            ids = []
+            for ref in sessions:
+                for member in store.get_lineage_ids(_resolve(store, ref)):
+                    if member not in ids:
+                        ids.append(member)
+        handle: TextIO = output.open("w", encoding="utf-8", newline="\n") if output else sys.stdout
+        try:
+            with progress_bar() as bar:
+                task = bar.add_task("exporting", total=None)
+
+                def report(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                count = exporting.export_sessions(
+                    store, handle, fmt=fmt, session_ids=ids, progress=report
+                )
+        finally:
+            if output:
+                handle.close()
+    if output:
+        click.echo(f"Exported {count} session(s) to {output}", err=True)
+
+
 @sessions_group.command("rename")
 @click.argument("session")
 @click.argument("title")
-def sessions_rename(session: str, title: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def sessions_rename(session: str, title: str, as_json: bool) -> None:
     """Set a session's TITLE (unique; an empty string clears it).
 
     \b
@@ -150,13 +332,17 @@ def sessions_rename(session: str, title: str) -> None:
     with SessionStore() as store:
         sid = _resolve(store, session)
         clean = store.set_session_title(sid, title)
+    if as_json:
+        echo_json({"id": sid, "title": clean})
+        return
     click.echo(f"{sid}: title {'cleared' if clean is None else repr(clean)}")
 
 
 @sessions_group.command("delete")
 @click.argument("session")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def sessions_delete(session: str, yes: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the ids deleted as JSON.")
+def sessions_delete(session: str, yes: bool, as_json: bool) -> None:
     """Delete a session, its messages (from every index) and its sub-agent sessions.
 
     \b
@@ -168,6 +354,9 @@ def sessions_delete(session: str, yes: bool) -> None:
         if not yes:
             click.confirm(f"Delete session {sid} and its messages?", abort=True)
         deleted = store.delete_session(sid)
+    if as_json:
+        echo_json({"deleted": deleted})
+        return
     click.echo(f"Deleted {len(deleted)} session(s): {', '.join(deleted)}")
 
 
@@ -211,19 +400,15 @@ def sessions_prune(
 
 
 @sessions_group.command("reindex")
-def sessions_reindex() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the rows per index as JSON.")
+def sessions_reindex(as_json: bool) -> None:
     """Rebuild the three full-text indexes (word, trigram, CJK) from the messages.
 
     \b
     Example:
         memstrata sessions reindex
     """
-    with (
-        SessionStore(verify_indexes=False) as store,
-        Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True
-        ) as bar,
-    ):
+    with SessionStore(verify_indexes=False) as store, progress_bar() as bar:
         tasks: dict[str, Any] = {}
 
         def report(stage: str, done: int, total: int) -> None:
@@ -232,6 +417,9 @@ def sessions_reindex() -> None:
             bar.update(tasks[stage], completed=done if total else 1)
 
         counts = store.reindex(report)
+    if as_json:
+        echo_json(counts)
+        return
     for table, rows in counts.items():
         click.echo(f"{table}: {rows} rows")
 
@@ -273,5 +461,54 @@ def sessions_stats(as_json: bool) -> None:
     if as_json:
         echo_json(stats)
         return
+    rows: list[tuple[str, Any]] = []
     for key, value in stats.items():
-        click.echo(f"{key}: {value}")
+        if key == "sessions_by_source":
+            rows += [(f"sessions from {src}", n) for src, n in value.items()]
+        elif key.endswith("_bytes"):
+            rows.append((key, human_bytes(value)))
+        else:
+            rows.append((key, value))
+    echo_table(["stat", "value"], rows, title="Session store")
+
+
+@sessions_group.command("optimize")
+@click.option("--no-vacuum", is_flag=True, help="Skip the file rewrite (VACUUM).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def sessions_optimize(no_vacuum: bool, as_json: bool) -> None:
+    """Merge the full-text index segments, VACUUM the file and refresh planner statistics.
+
+    Makes searches faster after many writes and gives freed space back to the disk;
+    the store is locked for writers meanwhile (seconds on a large store). Prints the
+    file sizes before and after.
+
+    \b
+    Example:
+        memstrata sessions optimize
+    """
+    with SessionStore() as store:
+        before = store.stats()
+        steps: list[tuple[str, Any]] = [("merge full-text indexes", store.optimize)]
+        if not no_vacuum:
+            steps.append(("vacuum", store.vacuum))
+        steps.append(("analyze", store.analyze))
+        with progress_bar() as bar:
+            task = bar.add_task("optimize", total=len(steps))
+            for label, step in steps:
+                bar.update(task, description=label)
+                step()
+                bar.advance(task)
+        store.checkpoint()  # VACUUM and ANALYZE went through the WAL: fold it in, truncate it
+        after = store.stats()
+    sizes = {key: {"before": before[key], "after": after[key]} for key in ("db_bytes", "wal_bytes")}
+    if as_json:
+        echo_json({"steps": [label for label, _ in steps], "sizes": sizes})
+        return
+    echo_table(
+        ["file", "before", "after"],
+        [
+            (key.removesuffix("_bytes"), human_bytes(v["before"]), human_bytes(v["after"]))
+            for key, v in sizes.items()
+        ],
+        title="Optimized",
+    )
