@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/store.py [--sizes 20000,1000000] [--hermes-python PATH]
                                [--out benchmarks/results/store.md] [--quick]
+                               [--backend sqlite|postgres|both] [--pg-dsn DSN] [--clients 8]
 
 Measures, for memstrata: append throughput (one ``append_message`` call per message, and
 one ``append_messages`` call per turn) in ``normal`` and ``full`` durability; search
@@ -13,6 +14,11 @@ latency p50/p95 per query class; bytes per message. With ``--hermes-python`` (or
 ``benchmarks/hermes_harness.py`` in that interpreter. Every figure is printed with the
 durability (``PRAGMA synchronous``) it was measured under. Results go to a Markdown file
 and a JSON file next to it. Timings are medians: the machine may be shared.
+
+``--backend postgres`` measures the PostgreSQL store instead (``benchmarks/store_postgres.py``):
+append throughput with ``--clients`` processes at once and search p95 per query class,
+each beside the SQLite figures of the same run on the same corpus; ``--backend both`` adds
+that section to the full SQLite report. The default, ``sqlite``, is the SQLite report alone.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # the benchmark's own generator, importable by path
+import store_postgres  # the PostgreSQL half (--backend postgres|both)
 
 HERE = Path(__file__).resolve().parent
 
@@ -457,6 +464,8 @@ def fmt_ms(x: float) -> str:
 
 
 def render(results: dict[str, Any]) -> str:
+    if results.get("backend") == "postgres":
+        return render_postgres(results)
     meta = results["meta"]
     hermes_info = results.get("hermes_info")
     out: list[str] = []
@@ -686,11 +695,32 @@ def render(results: dict[str, Any]) -> str:
         "sizes; per-object figures from SQLite's `dbstat`.\n"
         "- Raw per-query timings: the JSON file next to this one.\n"
     )
+    if "postgres" in results:
+        out += store_postgres.render(results["postgres"], CLASS_LABELS, fmt_ms)
+    return "\n".join(out) + "\n"
+
+
+def render_postgres(results: dict[str, Any]) -> str:
+    """The report of ``--backend postgres``: the PostgreSQL section and the machine."""
+    meta = results["meta"]
+    out = ["# Session store benchmark: PostgreSQL beside SQLite\n"]
+    out.append(f"Produced by `{meta['command']}` on {meta['date']}.\n")
+    if meta.get("note"):
+        out.append(f"{meta['note']}\n")
+    out.append(
+        f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, SQLite {meta['sqlite']}, "
+        f"{meta['platform']}; memstrata {meta['memstrata']}. The machine is **shared with "
+        f"other jobs**: load average {meta['load_before']} before and {meta['load_after']} "
+        "after the run; figures are medians and still carry that noise.\n"
+    )
+    out += store_postgres.render(results["postgres"], CLASS_LABELS, fmt_ms)
     return "\n".join(out) + "\n"
 
 
 def verdicts(results: dict[str, Any]) -> list[str]:
     lines: list[str] = []
+    if results.get("backend") == "postgres":
+        return lines
     app = {(r["system"], r["setting"], r["mode"]): r for r in results["append"]}
     h_ship = app.get(("hermes", "as shipped", "message"))
     h_norm = app.get(("hermes", "synchronous=NORMAL forced", "message"))
@@ -825,6 +855,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--render", metavar="JSON", help="only re-render --out from a results JSON file"
     )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="sqlite: the SQLite report; postgres: PostgreSQL beside SQLite; both: all",
+    )
+    parser.add_argument(
+        "--pg-dsn",
+        default=os.environ.get("MEMSTRATA_BENCH_PG_DSN", store_postgres.DEFAULT_DSN),
+        help="PostgreSQL for --backend postgres|both (a schema of its own per phase, dropped after)",
+    )
+    parser.add_argument("--clients", type=int, default=8, help="client processes appending")
     args = parser.parse_args(argv)
     if args.render:
         rerender(Path(args.render), Path(args.out), args.note)
@@ -853,6 +895,7 @@ def main(argv: list[str] | None = None) -> int:
         "append_repeats": args.repeats,
         "repeats": args.repeats,
         "queries": corpus.queries(),
+        "backend": args.backend,
     }
     started = time.perf_counter()
     _store_cls()
@@ -864,12 +907,24 @@ def main(argv: list[str] | None = None) -> int:
             info_job = {"op": "info", "db_path": str(hermes.home / "info.db")}
             results["hermes_info"] = hermes.run(info_job)
             log(f"Hermes {results['hermes_info']}")
-        results["append"] = bench_append(work, hermes, append_n, args.repeats)
-        for n in sizes:
-            # Written after every stage: a long run stopped half-way still leaves figures.
-            write_results(results, out, started, partial=True)
-            size = bench_size(work, hermes, n, args.repeats, results["append_at_size_n"])
-            results["sizes"].append(size)
+        if args.backend != "postgres":
+            results["append"] = bench_append(work, hermes, append_n, args.repeats)
+            for n in sizes:
+                # Written after every stage: a long run stopped half-way still leaves figures.
+                write_results(results, out, started, partial=True)
+                size = bench_size(work, hermes, n, args.repeats, results["append_at_size_n"])
+                results["sizes"].append(size)
+        if args.backend != "sqlite":
+            results["postgres"] = store_postgres.run(
+                work,
+                dsn=args.pg_dsn,
+                sizes=sizes,
+                clients=args.clients,
+                append_n=append_n,
+                repeats=args.repeats,
+                time_queries=time_queries,
+                summarize_classes=summarize_classes,
+            )
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)

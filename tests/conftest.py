@@ -7,12 +7,19 @@ its own ``server`` fixture, which takes precedence over the one here.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from memstrata.store import SessionStore
 from memstrata.testing import FakeLLMServer
+
+# The PostgreSQL half of the store tests runs against this server (marked ``postgres``;
+# deselect with -m "not postgres" on a machine without one).
+PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +49,28 @@ def server(shared_server: FakeLLMServer) -> FakeLLMServer:
     """The module's fake server, reset: no requests, script, rules or counters."""
     shared_server.reset()
     return shared_server
+
+
+def fresh_namespace() -> str:
+    """A tenant name no other test uses."""
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A session store on each backend: a SQLite file, or a fresh PostgreSQL namespace.
+
+    The PostgreSQL tenant's rows are deleted afterwards. Tests that read SQLite
+    internals (read_conn, FTS tables) define their own SQLite-only fixture.
+    """
+    if request.param == "sqlite":
+        with SessionStore(tmp_path / "state.db") as sqlite_store:
+            yield sqlite_store
+        return
+    from memstrata.postgres import PostgresSessionStore
+
+    with PostgresSessionStore(PG_DSN, namespace=fresh_namespace(), pool_size=2) as pg_store:
+        try:
+            yield pg_store
+        finally:
+            pg_store.delete_namespace()

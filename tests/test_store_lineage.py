@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+import random
 
 import pytest
 
@@ -11,11 +10,7 @@ from memstrata.errors import SessionNotFoundError
 from memstrata.store import SessionStore
 from memstrata.store_lineage import MAX_HOPS
 
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SessionStore]:
-    with SessionStore(tmp_path / "state.db") as s:
-        yield s
+# ``store`` comes from tests/conftest.py: every test runs on SQLite and on PostgreSQL.
 
 
 def _compress(store: SessionStore, parent: str, child: str, at: float) -> None:
@@ -94,11 +89,12 @@ def test_tip_walk_survives_a_cycle(store: SessionStore) -> None:
     store.create_session("a", started_at=1.0)
     _compress(store, "a", "b", 2.0)
     _compress(store, "b", "c", 3.0)
+    sql = "UPDATE sessions SET parent_session_id = 'c', lineage_kind = 'compression' WHERE "
     with store.write() as conn:
-        conn.execute(
-            "UPDATE sessions SET parent_session_id = 'c', lineage_kind = 'compression' "
-            "WHERE id = 'a'"
-        )
+        if isinstance(store, SessionStore):
+            conn.execute(sql + "id = 'a'")
+        else:  # PostgreSQL: only this test's tenant
+            conn.execute(sql + "namespace = %s AND id = 'a'", (store.namespace,))
     assert store.get_compression_tip("a") == "c"
     assert store.get_lineage_root("a") in {"a", "b", "c"}
     assert store.list_sessions_rich() == []  # every member is a continuation now
@@ -162,3 +158,63 @@ def test_orphaned_continuation_becomes_a_root(store: SessionStore) -> None:
     rows = store.list_sessions_rich()
     assert [(r["id"], r["root_id"]) for r in rows] == [("b", "b")]
     assert store.get_lineage_root("b") == "b"
+
+
+def _reference_listing(store: SessionStore, **kwargs: object) -> list[dict[str, object]]:
+    """The listing by definition: every listed session's chain walked, sorted, then cut."""
+    limit = int(kwargs.pop("limit", 20))  # type: ignore[call-overload]
+    offset = int(kwargs.pop("offset", 0))  # type: ignore[call-overload]
+    everything = store.list_sessions_rich(limit=10**6, order_by_last_active=False, **kwargs)
+
+    def key(row: dict[str, object]) -> tuple[float, str]:
+        members = [store.get_session(str(i)) for i in row["session_ids"]]  # type: ignore[attr-defined]
+        newest = max(float(m["last_active"] or m["started_at"]) for m in members if m)
+        return newest, str(row["root_id"])
+
+    everything.sort(key=key, reverse=True)
+    return everything[offset : offset + limit]
+
+
+def _random_lineage(store: SessionStore, seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    ids: list[str] = []
+    for i in range(n):
+        sid = f"s{i:04d}"
+        parent = rng.choice(ids) if ids and rng.random() < 0.5 else None
+        kind = rng.choice(["compression", "compression", "delegate", "branch", None])
+        started = float(rng.randint(1, 50))  # coarse: many ties in activity
+        store.create_session(
+            sid,
+            source=rng.choice(["cli", "cron"]),
+            parent_session_id=parent,
+            lineage_kind=kind if parent else None,
+            started_at=started,
+        )
+        if rng.random() < 0.6:
+            store.append_message(sid, "user", f"m{i}", timestamp=float(rng.randint(1, 60)))
+        if rng.random() < 0.5:
+            reason = rng.choice(["compression", "done"])
+            store.end_session(sid, reason, ended_at=started + rng.randint(0, 5))
+        if rng.random() < 0.1:
+            store.set_session_archived(sid)
+        ids.append(sid)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sql_listing_matches_the_definition(store: SessionStore, seed: int) -> None:
+    """Random lineage graphs (forks, ties, filters, deep pages) list as the definition says."""
+    # The SQLite walk switches to preloaded maps past 400 rows: one graph big enough.
+    deep = seed == 0 and isinstance(store, SessionStore)
+    _random_lineage(store, seed, 600 if deep else 120)
+    cases: list[dict[str, object]] = [
+        {},
+        {"limit": 7, "offset": 5},
+        {"source": "cron"},
+        {"exclude_sources": ["cron"], "include_archived": True},
+        {"limit": 50, "offset": 60},
+    ]
+    if deep:
+        cases.append({"limit": 40, "offset": 420})
+    for kwargs in cases:
+        expected = _reference_listing(store, **dict(kwargs))
+        assert store.list_sessions_rich(**kwargs) == expected, kwargs  # type: ignore[arg-type]

@@ -1,0 +1,780 @@
+"""PostgresSessionStore: tenants, search parity with SQLite, indexes, migrations, many clients.
+
+The store's contract (sessions, titles, lineage, messages, counters) runs on both
+backends in tests/test_store.py and tests/test_store_lineage.py; this module covers what
+is PostgreSQL's own. The concurrency tests run their clients as real processes (``WORKER``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memstrata import fulltext  # noqa: E402
+from memstrata.errors import (  # noqa: E402
+    NamespaceError,
+    SchemaError,
+    SessionNotFoundError,
+    SessionStoreError,
+    StorageError,
+    TitleConflictError,
+)
+from memstrata.postgres import PostgresSessionStore, schema  # noqa: E402
+from memstrata.postgres import search as pg_search  # noqa: E402
+from memstrata.store import SessionStore  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _namespace() -> str:
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+def pg() -> Iterator[PostgresSessionStore]:
+    with PostgresSessionStore(DSN, namespace=_namespace(), pool_size=2) as store:
+        try:
+            yield store
+        finally:
+            store.delete_namespace()
+
+
+@pytest.fixture
+def other() -> Iterator[PostgresSessionStore]:
+    """A second tenant on the same database."""
+    with PostgresSessionStore(DSN, namespace=_namespace(), pool_size=2) as store:
+        try:
+            yield store
+        finally:
+            store.delete_namespace()
+
+
+@pytest.fixture
+def private_dsn() -> Iterator[str]:
+    """A DSN whose tables live in a fresh schema of their own, dropped afterwards.
+
+    For tests that migrate from scratch or damage the schema (drop an index), which must
+    never touch the tables other tests share.
+    """
+    name = f"mst_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    dsn = psycopg.conninfo.make_conninfo(DSN, options=f"-csearch_path={name},public")
+    try:
+        with PostgresSessionStore(dsn, namespace="probe") as store, store.connection() as conn:
+            # These tests drop indexes: they must never run on the shared tables.
+            row = conn.execute(
+                "SELECT current_schema() AS s, n.nspname AS home FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'messages'::regclass"
+            ).fetchone()
+            assert row == {"s": name, "home": name}
+        yield dsn
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+# -- tenants -------------------------------------------------------------------------
+
+
+def test_tenants_cannot_read_search_update_or_delete_each_other(
+    pg: PostgresSessionStore, other: PostgresSessionStore
+) -> None:
+    """Every way in from another namespace finds nothing, changes nothing, deletes nothing."""
+    pg.create_session("secret", title="Payroll")
+    ids = pg.append_messages("secret", [{"role": "user", "content": "salary xylophone 工资单"}])
+    pg.set_meta("k", "v")
+
+    assert other.get_session("secret") is None
+    assert other.get_messages("secret") == []
+    assert other.get_session_title("secret") is None
+    assert other.resolve_session_by_title("Payroll") is None
+    assert other.list_sessions_rich() == []
+    assert other.get_meta("k") is None
+    assert other.stats()["messages"] == 0
+    for query in ("xylophone", "工资", "salary OR xylophone", "xylo*"):
+        assert other.search_messages(query) == [], query
+        assert pg.search_messages(query), query
+    with pytest.raises(SessionStoreError, match="No message"):
+        other.get_messages_around(ids[0])
+    for call in (
+        lambda: other.append_message("secret", "user", "injected"),
+        lambda: other.end_session("secret", "hijacked"),
+        lambda: other.set_session_title("secret", "Mine"),
+        lambda: other.update_token_counts("secret", input_tokens=5),
+        lambda: other.archive_messages("secret"),
+        lambda: other.replace_messages("secret", []),
+        lambda: other.delete_session("secret"),
+        lambda: other.resolve_session_id("sec"),
+        lambda: other.get_compression_tip("secret"),
+        lambda: other.create_session("child", parent_session_id="secret"),
+    ):
+        with pytest.raises(SessionNotFoundError):
+            call()
+    assert other.delete_messages(ids) == 0
+    assert other.prune_sessions(older_than=0) == []
+    assert other.clear_summary_cache() == 0
+    assert other.delete_namespace()["messages"] == 0
+
+    session = pg.get_session("secret")
+    assert session is not None and session["ended_at"] is None
+    assert session["title"] == "Payroll" and session["input_tokens"] == 0
+    assert [m["content"] for m in pg.get_messages("secret")] == ["salary xylophone 工资单"]
+    assert pg.get_meta("k") == "v"
+
+
+def test_tenants_may_use_the_same_ids_and_titles(
+    pg: PostgresSessionStore, other: PostgresSessionStore
+) -> None:
+    """Session ids and titles are unique per namespace, not across the database."""
+    for store, word in ((pg, "alpha"), (other, "beta")):
+        store.create_session("s1", title="Daily")
+        store.append_message("s1", "user", word)
+    assert [m["content"] for m in pg.get_messages("s1")] == ["alpha"]
+    assert [m["content"] for m in other.get_messages("s1")] == ["beta"]
+    pg.create_session("s2")
+    with pytest.raises(TitleConflictError, match="Daily #2"):
+        pg.set_session_title("s2", "Daily")
+    assert pg.delete_session("s1") == ["s1"]
+    assert [m["content"] for m in other.get_messages("s1")] == ["beta"]
+
+
+@pytest.mark.parametrize("bad", ["", " ", "a b", "-lead", "x" * 129, "naïve", 7])
+def test_bad_namespace_is_refused(bad: Any) -> None:
+    """A namespace that is empty, too long or odd is refused before connecting."""
+    with pytest.raises(NamespaceError, match="namespace"):
+        PostgresSessionStore(DSN, namespace=bad)
+
+
+def test_namespace_and_dsn_come_from_config(memstrata_home: Path) -> None:
+    """store.dsn and store.namespace are read from config.toml when not passed."""
+    (memstrata_home / "config.toml").write_text(
+        f'[store]\ndsn = "{DSN}"\nnamespace = "team-7"\npool_size = 1\n'
+    )
+    with PostgresSessionStore() as store:
+        assert store.namespace == "team-7"
+        store.create_session("probe")
+        store.delete_namespace()
+
+
+def test_missing_dsn_and_unreachable_server_say_what_to_do(memstrata_home: Path) -> None:
+    """No DSN names the config key; a server that is not there fails fast with the fix."""
+    with pytest.raises(SessionStoreError, match=r"store\.dsn"):
+        PostgresSessionStore()
+    started = time.monotonic()
+    with pytest.raises(StorageError, match="Cannot connect"):
+        PostgresSessionStore("postgresql://127.0.0.1:1/test", connect_timeout=1)
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"), [({"pool_size": 0}, "pool_size"), ({"durability": "fast"}, "normal")]
+)
+def test_bad_pool_size_and_durability_are_refused(kwargs: dict[str, Any], match: str) -> None:
+    """A pool of no connections or an unknown durability names what is accepted."""
+    with pytest.raises(SessionStoreError, match=match):
+        PostgresSessionStore(DSN, namespace="x", **kwargs)
+
+
+def test_closed_store_says_so(pg: PostgresSessionStore) -> None:
+    """Using a closed store raises StorageError naming what to do."""
+    store = PostgresSessionStore(DSN, namespace=pg.namespace)
+    store.close()
+    store.close()
+    with pytest.raises(StorageError, match="closed"):
+        store.get_session("s")
+
+
+@pytest.mark.parametrize(("mode", "setting"), [("normal", "off"), ("full", "on")])
+def test_durability_sets_synchronous_commit(mode: str, setting: str) -> None:
+    """ "normal" lets the server group commits; "full" waits for each to reach disk."""
+    with PostgresSessionStore(DSN, namespace=_namespace(), durability=mode) as store:  # type: ignore[arg-type]
+        assert store.durability == mode
+        with store.connection() as conn:
+            row = conn.execute("SHOW synchronous_commit").fetchone()
+        assert row["synchronous_commit"] == setting
+
+
+def test_nul_characters_and_structured_content_round_trip(pg: PostgresSessionStore) -> None:
+    """PostgreSQL text cannot hold NUL: a stray one becomes U+FFFD, structured content stays."""
+    pg.create_session("s")
+    parts = [{"type": "text", "text": "zebra\u0000crossing"}]
+    pg.append_messages(
+        "s", [{"role": "user", "content": "a\x00b"}, {"role": "user", "content": parts}]
+    )
+    contents = [m["content"] for m in pg.get_messages("s")]
+    assert contents == ["a\ufffdb", parts]
+    assert [h["snippet"] for h in pg.search_messages("zebra")] == [">>>zebra<<<\x00crossing"]
+
+
+def test_delete_messages_and_clear_summary_cache(pg: PostgresSessionStore) -> None:
+    """delete_messages recounts the sessions; clear_summary_cache drops by tip or root."""
+    pg.create_session("s")
+    calls = [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]
+    ids = pg.append_messages(
+        "s",
+        [
+            {"role": "user", "content": "keep"},
+            {"role": "assistant", "content": "drop me", "tool_calls": calls},
+        ],
+    )
+    with pytest.raises(SessionStoreError, match="integers"):
+        pg.delete_messages(["1"])  # type: ignore[list-item]
+    assert pg.delete_messages([ids[1], ids[1] + 10**9]) == 1
+    session = pg.get_session("s")
+    assert session is not None
+    assert (session["message_count"], session["tool_call_count"]) == (1, 0)
+    assert pg.search_messages("drop") == []
+    with pg.connection() as conn:
+        for tip in ("s", "t"):
+            conn.execute(
+                "INSERT INTO summary_cache (namespace, tip_session_id, root_session_id, "
+                "message_count, last_message_id, query, summary, created_at) "
+                "VALUES (%s, %s, 'r', 1, 1, 'q', 'x', 0)",
+                (pg.namespace, tip),
+            )
+    assert pg.clear_summary_cache(["s"]) == 1
+    assert pg.clear_summary_cache() == 1
+
+
+# -- search ----------------------------------------------------------------------------
+
+# Messages loaded into both backends; each query below must find the same ones.
+PARITY_CORPUS = [
+    ("s1", "cli", "user", "We deployed the payment service on Friday"),
+    ("s1", "cli", "assistant", "The deploy of payment-service failed: timeout in getUserById"),
+    ("s1", "cli", "tool", "src/app.config.tsx line 42: unexpected token"),
+    ("s2", "telegram", "user", "修改youer服务端的配置，然后重启"),
+    ("s2", "telegram", "assistant", "服务端已经重启，苹果手机可以连接了"),
+    ("s2", "telegram", "user", "苹果和香蕉"),
+    ("s3", "mcp", "user", "Caroline painted a sunset; she loves painting landscapes"),
+    ("s3", "mcp", "assistant", "Painting is relaxing. The sunset colours were vivid."),
+    ("s4", "cli", "user", "to be or not to be, that is the question"),
+    ("s4", "cli", "assistant", "Rust borrow checker errors: cannot borrow as mutable"),
+]
+PARITY_QUERIES = [
+    "payment",
+    "what did Caroline paint?",
+    "deploying",
+    '"payment service"',
+    "paint*",
+    "payment AND friday",
+    "payment NOT friday",
+    "sunset OR borrow",
+    "getUser",
+    "config.ts",
+    "服务端",
+    "苹果",
+    "苹",
+    "youer",
+    '"to be or not"',
+    "NOT",
+    "",
+    "the",
+    "borrow* AND NOT mutable",
+]
+
+
+@pytest.fixture
+def parity(tmp_path: Path, pg: PostgresSessionStore) -> tuple[SessionStore, PostgresSessionStore]:
+    lite = SessionStore(tmp_path / "state.db")
+    for store in (lite, pg):
+        for n, (sid, source, role, content) in enumerate(PARITY_CORPUS):
+            store.create_session(sid, source=source, started_at=1000.0)
+            store.append_message(sid, role, content, timestamp=2000.0 + n)
+    return lite, pg
+
+
+@pytest.mark.parametrize("query", PARITY_QUERIES)
+def test_search_finds_what_sqlite_finds(
+    parity: tuple[SessionStore, PostgresSessionStore], query: str
+) -> None:
+    """Natural language, phrases, prefixes, booleans, substrings and CJK match the same rows."""
+    lite, pg = parity
+
+    def found(store: Any) -> list[str]:
+        return sorted(h["snippet"] for h in store.search_messages(query, limit=50))
+
+    expected = found(lite)
+    assert found(pg) == expected
+    lite.close()
+
+
+def test_search_hits_have_the_sqlite_shape(
+    parity: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    """Hits carry the same keys, snippets, neighbours and best-first scores."""
+    lite, pg = parity
+    (lite_hit, *_), (pg_hit, *_) = (s.search_messages("sunset painting") for s in (lite, pg))
+    assert set(pg_hit) == set(lite_hit)
+    for key in ("role", "snippet", "source", "timestamp", "session_started", "context"):
+        assert pg_hit[key] == lite_hit[key], key
+    assert pg_hit["score"] == 1.0
+    lite.close()
+
+
+def test_search_filters_sorting_and_paging(
+    parity: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    """role, source, exclusions, time range, sort and paging behave as on SQLite."""
+    lite, pg = parity
+    cases: list[dict[str, Any]] = [
+        {"role_filter": "assistant"},
+        {"role_filter": ["user", "tool"]},
+        {"source_filter": "telegram"},
+        {"exclude_sources": ["telegram", "mcp"]},
+        {"exclude_session_ids": "s1,s3"},
+        {"since": 2003.0, "until": 2007.0},
+        {"sort": "newest"},
+        {"sort": "oldest", "limit": 2, "offset": 1},
+    ]
+    query = "payment OR 服务端 OR sunset OR borrow OR painting"
+    for kwargs in cases:
+        lite_hits = lite.search_messages(query, **kwargs)
+        pg_hits = pg.search_messages(query, **kwargs)
+        key = "sort" in kwargs
+        got = [h["snippet"] for h in pg_hits]
+        want = [h["snippet"] for h in lite_hits]
+        assert (got if key else sorted(got)) == (want if key else sorted(want)), kwargs
+    for bad in ({"sort": "sideways"}, {"limit": 0}, {"offset": -1}, {"since": "monday"}):
+        with pytest.raises(SessionStoreError):
+            pg.search_messages("payment", **bad)
+    lite.close()
+
+
+def test_rewound_rows_are_hidden_and_compacted_rows_found(pg: PostgresSessionStore) -> None:
+    """archive(compacted=False) hides rows from search; compaction keeps them findable."""
+    pg.create_session("s")
+    ids = pg.append_messages(
+        "s", [{"role": "user", "content": "rewound walrus"}, {"role": "user", "content": "kept"}]
+    )
+    pg.archive_messages("s", [ids[0]], compacted=False)
+    assert pg.search_messages("walrus") == []
+    assert [h["id"] for h in pg.search_messages("walrus", include_inactive=True)] == [ids[0]]
+    pg.archive_messages("s", [ids[1]], compacted=True)
+    assert [h["id"] for h in pg.search_messages("kept")] == [ids[1]]
+
+
+@pytest.mark.parametrize(
+    ("query", "index"),
+    [
+        ("苹果", "idx_messages_ns_cjk"),
+        ("苹", "idx_messages_ns_cjk"),
+        ("服务端", "idx_messages_ns_cjk"),
+        ("youer", "idx_messages_ns_cjk"),
+        ("getUser", "idx_messages_ns_trgm"),
+        ("payment", "idx_messages_ns_tsv"),
+    ],
+)
+def test_every_query_class_can_use_an_index(
+    pg: PostgresSessionStore, query: str, index: str
+) -> None:
+    """Each query class compiles to a predicate its GIN index serves (never a LIKE scan).
+
+    With sequential scans priced out, the term predicate alone must plan as an index
+    scan. (With the tenant filter the planner may rightly prefer the namespace index
+    for a small tenant; what matters is that a large one has an index for the term.)
+    """
+    compiled = pg_search.compile_query(query)
+    assert compiled.tree is not None
+    pred, params = pg_search.tree_sql(compiled.tree)
+    with pg.connection() as conn:
+        conn.execute("SET LOCAL enable_seqscan = off")
+        rows = conn.execute(f"EXPLAIN SELECT m.id FROM messages m WHERE {pred}", params).fetchall()
+    plan = "\n".join(r["QUERY PLAN"] for r in rows)
+    assert index in plan and "Seq Scan" not in plan, plan
+
+
+def _newest_both_ways(
+    store: PostgresSessionStore, query: str, k: int
+) -> tuple[list[int], list[int] | None, list[int]]:
+    """(bitmap plan, newest-first walk or None when it gives up, plain SQL truth)."""
+    compiled = pg_search.compile_query(query)
+    assert compiled.tree is not None
+    pred, pred_params = pg_search.tree_sql(compiled.tree)
+    where, params = pg_search.filter_sql(store.namespace, pg_search.make_filters())
+    ns = store.namespace
+    with store.connection() as conn:
+        total = conn.execute("SELECT count(*) AS n FROM messages WHERE namespace = %s", (ns,))
+        n = int(total.fetchone()["n"])
+        args = [*params, *pred_params]
+        bitmap = pg_search._newest_ids(
+            conn, ns, f"{where} AND {pred}", args, k, total=n, selective=True
+        )
+        walked = pg_search._walk_newest(conn, ns, f"{where} AND {pred}", args, k, n)
+        truth = [
+            int(r["id"])
+            for r in conn.execute(
+                f"SELECT m.id FROM messages m WHERE {where} AND {pred} ORDER BY m.id DESC LIMIT %s",
+                [*args, k],
+            ).fetchall()
+        ]
+    return bitmap, walked, truth
+
+
+def test_newest_matches_are_the_tenants_own_by_either_plan(
+    pg: PostgresSessionStore, other: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Common terms: the newest-first walk and the bitmap plan give the same, newest rows.
+
+    Another tenant appends newer rows holding the same word, which a walk of the whole
+    table's ids would meet first; small windows make the walk take several steps.
+    """
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 16)
+    pg.create_session("a")
+    mine = pg.append_messages(
+        "a",
+        [
+            {"role": "user", "content": f"walrus note {i}" if i % 3 == 0 else f"other {i}"}
+            for i in range(300)
+        ],
+    )
+    other.create_session("b")
+    other.append_messages("b", [{"role": "user", "content": "walrus again"}] * 200)
+    expected = sorted((i for n, i in enumerate(mine) if n % 3 == 0), reverse=True)[:25]
+    bitmap, walked, truth = _newest_both_ways(pg, "walrus", 25)
+    assert bitmap == walked == truth == expected
+    # NOT and AND go the same way; search results keep coming from this tenant only.
+    bitmap, walked, truth = _newest_both_ways(pg, "walrus NOT note", 25)
+    assert bitmap == truth == [] and walked in (None, [])
+    hits = pg.search_messages("walrus", limit=20)
+    assert {h["session_id"] for h in hits} == {"a"} and len(hits) == 20
+
+
+def test_walk_gives_up_when_matches_are_rare_and_old(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matches only among the oldest rows: the walk stops early and the bitmap answers."""
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 16)
+    pg.create_session("a")
+    old = pg.append_messages("a", [{"role": "user", "content": "narwhal tusk"}] * 3)
+    pg.append_messages("a", [{"role": "user", "content": f"filler {i}"} for i in range(200)])
+    bitmap, walked, truth = _newest_both_ways(pg, "narwhal", 10)
+    assert walked is None
+    assert bitmap == truth == sorted(old, reverse=True)
+    # The full search still finds them (through the bitmap plan).
+    assert sorted(h["id"] for h in pg.search_messages("narwhal")) == sorted(old)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(max_size=40))
+def test_no_query_raises_or_breaks_sql(query: str) -> None:
+    """Arbitrary Unicode (operators, quotes, NULs, CJK) never reaches PostgreSQL as an error."""
+    store = _shared_search_store()
+    hits = store.search_messages(query, limit=5)
+    assert all(h["session_id"] == "prop" for h in hits)
+
+
+_SEARCH_STORE: list[PostgresSessionStore] = []
+
+
+def _shared_search_store() -> PostgresSessionStore:
+    # One store for every hypothesis example (a fixture would be shared anyway, and
+    # hypothesis refuses function-scoped fixtures).
+    if not _SEARCH_STORE:
+        store = PostgresSessionStore(DSN, namespace=_namespace(), pool_size=1)
+        store.create_session("prop")
+        store.append_message("prop", "user", "AND OR NOT \"quoted\" prefix* 中文 a\\b 'x' %_")
+        _SEARCH_STORE.append(store)
+    return _SEARCH_STORE[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_shared_search_store() -> Iterator[None]:
+    yield
+    for store in _SEARCH_STORE:
+        store.delete_namespace()
+        store.close()
+    _SEARCH_STORE.clear()
+
+
+def _load_corpus() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_corpus", ROOT / "benchmarks/corpus.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_corpus"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_both_backends_rank_the_same_sessions_first(
+    tmp_path: Path, pg: PostgresSessionStore
+) -> None:
+    """One benchmark corpus in both stores: the session each ranks first mostly agrees.
+
+    Agreement is measured per query class (common single words tie in many sessions, so
+    they agree least); the planted target must be found first as often as SQLite does.
+    """
+    corpus = _load_corpus()
+    sessions = list(corpus.generate(2000))
+    lite = SessionStore(tmp_path / "state.db")
+    for store in (lite, pg):
+        for s in sessions:
+            store.create_session(s.id, source=s.source, started_at=s.started_at)
+            store.append_messages(s.id, s.messages)
+    holders: dict[str, set[str]] = {}
+    for s in sessions:
+        for m in s.messages:
+            for plant in corpus.PLANTS:
+                if m["content"] and plant.text in m["content"]:
+                    holders.setdefault(plant.query, set()).add(s.id)
+    agree: dict[str, float] = {}
+    planted = {"sqlite": 0, "postgres": 0}
+    specific = ("question", "phrase", "cjk3", "glued")
+    for cls, every in corpus.queries().items():
+        queries = every[::2]  # 20 of each class: enough to measure, quick to run
+        same = 0
+        for query in queries:
+            lite_top = fulltext.search_sessions(lite, query, limit=1)
+            pg_top = pg_search.search_sessions(pg, query, limit=1)
+            first = (
+                lite_top[0]["session_id"] if lite_top else None,
+                pg_top[0]["session_id"] if pg_top else None,
+            )
+            same += first[0] == first[1]
+            if cls in specific:
+                planted["sqlite"] += first[0] in holders.get(query, ())
+                planted["postgres"] += first[1] in holders.get(query, ())
+        agree[cls] = same / len(queries)
+    lite.close()
+    overall = sum(agree.values()) / len(agree)
+    print(f"top-session agreement {overall:.2f} by class {agree}; planted-first {planted}")
+    assert overall >= 0.75, agree
+    for cls in ("phrase", "cjk3", "glued"):
+        assert agree[cls] >= 0.9, (cls, agree)
+    assert planted["postgres"] >= planted["sqlite"] - 1, planted
+
+
+# -- schema, indexes, maintenance ---------------------------------------------------------
+
+
+def test_fresh_schema_is_migrated_and_a_newer_one_refused(private_dsn: str) -> None:
+    """Opening creates every table once; a migration this version does not know is refused."""
+    with PostgresSessionStore(private_dsn, namespace="a") as store:
+        with store.connection() as conn:
+            names = [r["name"] for r in conn.execute("SELECT name FROM _migrations ORDER BY id")]
+            tables = {
+                r["table_name"]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema()"
+                )
+            }
+        assert names == [name for name, _ in schema.MIGRATIONS]
+        assert {"sessions", "messages", "state_meta", "summary_cache", "curated_memory"} <= tables
+        with store.connection() as conn:
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES ('m999_future', 0)")
+    with pytest.raises(SchemaError, match="newer memstrata"):
+        PostgresSessionStore(private_dsn, namespace="a")
+
+
+def test_dropped_index_and_missing_bigrams_are_found_and_rebuilt(private_dsn: str) -> None:
+    """check_indexes names a dropped index and rows without bigrams; reindex repairs both."""
+    with PostgresSessionStore(private_dsn, namespace="a") as store:
+        store.create_session("s")
+        mid = store.append_message("s", "user", "偷偷写入 sneaky")
+        assert store.check_indexes() == []
+        with store.connection() as conn:
+            conn.execute("DROP INDEX idx_messages_ns_trgm")
+            conn.execute("UPDATE messages SET cjk = NULL")
+        problems = store.check_indexes()
+        assert any("idx_messages_ns_trgm is missing" in p for p in problems)
+        assert any("lacks 1 message" in p for p in problems)
+        report = store.integrity_check()
+        assert not report["ok"] and "reindex" in report["fix"]
+        assert store.search_messages("偷偷") == []
+        stages: list[str] = []
+        counts = store.reindex(lambda stage, done, total: stages.append(stage))
+        assert counts == {"messages_fts": 1, "messages_fts_trigram": 1, "messages_fts_cjk": 1}
+        assert set(stages) == {"messages_fts", "messages_fts_trigram", "messages_fts_cjk"}
+        assert store.check_indexes() == []
+        assert [h["id"] for h in store.search_messages("偷偷")] == [mid]
+        store.optimize()
+        store.vacuum()
+        assert store.integrity_check() == {"ok": True, "sqlite": ["ok"], "indexes": [], "fix": None}
+
+
+def test_forget_works_through_the_public_methods(pg: PostgresSessionStore) -> None:
+    """memstrata.forget removes a conversation and a query's messages, counted per index."""
+    from memstrata.forget import forget, plan_forget
+
+    pg.create_session("a", started_at=1.0)
+    pg.end_session("a", "compression", ended_at=2.0)
+    pg.create_session("b", parent_session_id="a", lineage_kind="compression", started_at=2.0)
+    first = pg.append_message("a", "user", "old address 旧地址", timestamp=1.5)
+    pg.append_message("b", "user", "still about the move", timestamp=3.0)
+    pg.create_session("c", started_at=5.0)
+    keep = pg.append_message("c", "user", "unrelated", timestamp=6.0)
+    again = pg.append_message("c", "user", "my old address again", timestamp=7.0)
+    assert pg.get_compression_chain("b") == ["a", "b"]
+    assert pg.list_message_ids(since=5.0) == [keep, again]
+    assert pg.list_message_ids(session_ids=["a"], until=2.0) == [first]
+
+    report = forget(pg, plan_forget(pg, sessions=["b"]))
+    assert sorted(report.sessions) == ["a", "b"] and report.messages == 2
+    assert report.removed["word_index"] == 2 and report.removed["cjk_index"] == 1
+    report = forget(pg, plan_forget(pg, query='"old address"'))
+    assert report.messages == 1
+    assert [m["id"] for m in pg.get_messages("c")] == [keep]
+    assert pg.index_counts() == {
+        "messages_fts": 1,
+        "messages_fts_trigram": 1,
+        "messages_fts_cjk": 0,
+        "summary_cache": 0,
+    }
+
+
+def test_delete_namespace_removes_one_tenant_only(
+    pg: PostgresSessionStore, other: PostgresSessionStore
+) -> None:
+    """delete_namespace deletes every row of the tenant, lineage included, and no other."""
+    for store in (pg, other):
+        store.create_session("p")
+        store.create_session("c", parent_session_id="p", lineage_kind="delegate")
+        store.append_message("c", "user", "hello")
+        store.set_meta("k", "v")
+    assert pg.delete_namespace() == {
+        "messages": 1,
+        "summary_cache": 0,
+        "state_meta": 1,
+        "curated_memory": 0,
+        "sessions": 2,
+    }
+    assert pg.stats()["sessions"] == 0
+    assert other.stats()["messages"] == 1 and other.get_meta("k") == "v"
+
+
+# -- many processes ---------------------------------------------------------------------
+
+# The subprocess side of the concurrency tests (run with python -c, so that it imports
+# the store and nothing else); prints one JSON line.
+WORKER = """
+import json, sys
+from memstrata.postgres import PostgresSessionStore
+
+command, dsn, namespace = sys.argv[1:4]
+if command == "open":
+    with PostgresSessionStore(dsn, namespace=namespace, pool_size=1) as store:
+        store.create_session("s")
+        store.append_message("s", "user", "opened")
+    print(json.dumps({"ok": True}))
+    sys.exit(0)
+worker, turns = int(sys.argv[4]), int(sys.argv[5])
+errors, ids, searched, found = [], [], 0, 0
+with PostgresSessionStore(dsn, namespace=namespace, pool_size=2) as store:
+    sid = f"w{worker}"
+    store.create_session(sid)
+    for i in range(turns):
+        token = f"tok{worker}x{i}"
+        call = [{"id": f"c{i}", "function": {"name": "grep", "arguments": token}}]
+        try:
+            ids += store.append_messages(sid, [
+                {"role": "user", "content": f"please find {token} 中文{worker}"},
+                {"role": "assistant", "content": None, "tool_calls": call},
+            ])
+            ids.append(store.append_message("shared", "user", f"{token} shared"))
+            if i % 5 == 4:
+                searched += 1
+                hits = store.search_messages(token, limit=5)
+                found += {h["session_id"] for h in hits} == {sid, "shared"}
+                store.search_messages("please find", limit=5)
+        except Exception as exc:  # reported to the parent, which fails the test
+            errors.append(f"{type(exc).__name__}: {exc}")
+print(json.dumps({"errors": errors, "ids": ids, "searched": searched, "found": found}))
+"""
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+
+
+def _results(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict[str, Any]]:
+    """Every worker's last line as JSON; the rest are killed if one fails or hangs."""
+    out: list[dict[str, Any]] = []
+    try:
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, stderr
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+def test_concurrent_opens_migrate_once(private_dsn: str) -> None:
+    """Several processes opening a fresh database at once apply each migration once."""
+    procs = [_spawn("open", private_dsn, f"n{i}") for i in range(4)]
+    results = _results(procs, timeout=60)
+    assert all(r["ok"] for r in results)
+    with psycopg.connect(private_dsn) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY id")]
+    assert names == [name for name, _ in schema.MIGRATIONS]
+
+
+def test_eight_clients_append_and_search_at_once(pg: PostgresSessionStore) -> None:
+    """8 processes append turns (own and shared session) and search: no errors, no loss."""
+    workers, turns = 8, 30
+    pg.create_session("shared")
+    procs = [_spawn("append", DSN, pg.namespace, str(w), str(turns)) for w in range(workers)]
+    results = _results(procs, timeout=120)
+    assert [r["errors"] for r in results] == [[] for _ in range(workers)]
+    assert all(r["found"] == r["searched"] > 0 for r in results)
+    shared = pg.get_session("shared")
+    assert shared is not None and shared["message_count"] == workers * turns
+    for w in range(workers):
+        session = pg.get_session(f"w{w}")
+        assert session is not None and session["message_count"] == 2 * turns
+        assert session["tool_call_count"] == turns
+        assert len(pg.get_messages(f"w{w}")) == 2 * turns
+    ids = [i for r in results for i in r["ids"]]
+    assert len(ids) == len(set(ids)) == workers * turns * 3
+    for w in (0, workers - 1):
+        hits = pg.search_messages(f"tok{w}x{turns - 1}")
+        assert {h["session_id"] for h in hits} == {f"w{w}", "shared"}
+
+
+def test_docs_session_store_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example of the "Session store" section of docs/postgres.md runs as written."""
+    doc = (ROOT / "docs" / "postgres.md").read_text(encoding="utf-8")
+    section = doc.split("## Session store", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    tenants = {name: _namespace() for name in ("alice", "bob")}
+    for name, fresh in tenants.items():
+        code = code.replace(f'namespace="{name}"', f'namespace="{fresh}"')
+    try:
+        exec(compile(code, "docs/postgres.md", "exec"), {})
+    finally:
+        for fresh in tenants.values():
+            with PostgresSessionStore(DSN, namespace=fresh) as store:
+                store.delete_namespace()
+    out = capsys.readouterr().out
+    assert "20250101_kyoto Plan two days in >>>京都<<<, >>>temples<<< first" in out
+    assert "['Kyoto trip']" in out and out.rstrip().endswith("None")
