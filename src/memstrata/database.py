@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
+import shutil
 import sqlite3
 import threading
 import time
@@ -48,10 +50,128 @@ _JITTER = (0.02, 0.15)
 _MAX_IDLE_READERS = 4
 
 
-def _is_storage_fault(exc: sqlite3.Error) -> bool:
-    # SQLITE_READONLY, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_FULL, SQLITE_CANTOPEN.
+# Primary result codes (extended codes keep them in the low byte).
+_SQLITE_PERM = 3
+_SQLITE_READONLY = 8
+_SQLITE_IOERR = 10
+_SQLITE_CORRUPT = 11
+_SQLITE_FULL = 13
+_SQLITE_CANTOPEN = 14
+_SQLITE_NOTADB = 26
+_STORAGE_FAULTS = frozenset(
+    {
+        _SQLITE_PERM,
+        _SQLITE_READONLY,
+        _SQLITE_IOERR,
+        _SQLITE_CORRUPT,
+        _SQLITE_FULL,
+        _SQLITE_CANTOPEN,
+        _SQLITE_NOTADB,
+    }
+)
+_ACCESS_FAULTS = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_CANTOPEN})
+_DAMAGE_FAULTS = frozenset({_SQLITE_CORRUPT, _SQLITE_NOTADB})
+# SQLITE_IOERR_SHORT_READ: a page points past the end of the file. That is a truncated
+# or damaged database, not a failing disk.
+_SQLITE_IOERR_SHORT_READ = 522
+
+
+def _is_damage(exc: BaseException) -> bool:
+    return (
+        _primary_code(exc) in _DAMAGE_FAULTS
+        or getattr(exc, "sqlite_errorcode", None) == _SQLITE_IOERR_SHORT_READ
+    )
+
+
+def _primary_code(exc: BaseException) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and (code & 0xFF) in {8, 10, 11, 13, 14}
+    return None if code is None else code & 0xFF
+
+
+def _is_storage_fault(exc: BaseException) -> bool:
+    return _primary_code(exc) in _STORAGE_FAULTS
+
+
+def _read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on Windows
+        return False
+
+
+def _nearly_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < 1024 * 1024
+    except OSError:
+        return False
+
+
+def _denied(path: Path) -> Path | None:
+    # The first of the folder and the database files this user may not write: SQLite
+    # needs the folder too, to create the -wal and -shm files next to the database.
+    for candidate in (path.parent, path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if candidate.exists() and not os.access(candidate, os.W_OK):
+            return candidate
+    return None
+
+
+def _access_advice(path: Path, *, readonly: bool) -> str:
+    folder = path.parent
+    if not folder.exists():
+        return f"The folder {folder} does not exist: create it or set MEMSTRATA_HOME."
+    if _read_only_fs(folder):
+        where = f"{folder} is on a read-only file system"
+        if readonly:
+            return (
+                f"{where} and the database has unmerged WAL content that needs a -shm file: "
+                "copy state.db and its -wal file to a writable folder and open the copy."
+            )
+        return (
+            f"{where}: point MEMSTRATA_HOME at a writable folder, or open the store with "
+            "readonly=True to only read it."
+        )
+    denied = _denied(path)
+    if denied is not None:
+        owner = denied.stat().st_uid
+        if owner == os.geteuid():
+            return (
+                f"Permission denied: {denied} is not writable. Make it writable "
+                f"(chmod u+w {denied}), then retry."
+            )
+        return (
+            f"Permission denied: {denied} belongs to uid {owner}, and this process runs as "
+            f"uid {os.geteuid()}. Give the files back to this user "
+            f"(chown -R <you> {folder}) or make them writable, then retry."
+        )
+    return f"Check that {folder} exists and is writable by this user, then retry."
+
+
+def fault_advice(path: Path, exc: BaseException, *, readonly: bool = False) -> str:
+    """What to do about a SQLite storage fault on ``path``: one sentence or two.
+
+    Disk full, I/O error, a damaged file, a read-only file system or a permission problem
+    each get their own fix, so the user never "repairs" a healthy file by moving it aside.
+    """
+    code = _primary_code(exc)
+    if _is_damage(exc):
+        return (
+            f"The file is damaged. Keep a copy first (cp {path} {path}.damaged). Then copy "
+            "its readable rows into a new file with memstrata.database.salvage() and move "
+            "that into place (see docs/security.md), restore a backup, or move it aside and "
+            "memstrata starts an empty one."
+        )
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _nearly_full(path.parent)):
+        # SQLite reports a full disk as an I/O error when it cannot even create the
+        # -wal or -shm file; the free space tells the two apart.
+        return "The disk is full: free some disk space, then retry."
+    if code == _SQLITE_IOERR:
+        return (
+            "The disk reported an I/O error: check free disk space and the disk's health, "
+            "then retry."
+        )
+    if code in _ACCESS_FAULTS:
+        return _access_advice(path, readonly=readonly)
+    return "Check free disk space and that the file is writable, then retry."
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -101,6 +221,8 @@ class Database:
                 f"No session database at {path}: run memstrata once without read-only "
                 "mode to create it."
             )
+        if not readonly:
+            self._create_private()
         self._writer = self._connect()
         try:
             if not readonly:
@@ -118,7 +240,13 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         # as_uri() percent-encodes "?" and "#", which a plain "file:" string would misread.
-        target = f"{self.path.resolve().as_uri()}?mode=ro" if self.readonly else str(self.path)
+        target = str(self.path)
+        if self.readonly:
+            target = f"{self.path.resolve().as_uri()}?mode=ro"
+            if self._frozen_wal_free():
+                # A WAL reader needs the -shm file, and nobody can create it here; with
+                # no -wal content to miss, reading the file as immutable is exact.
+                target += "&immutable=1"
         try:
             conn = sqlite3.connect(
                 target,
@@ -130,7 +258,7 @@ class Database:
         except sqlite3.Error as exc:
             raise StorageError(
                 f"Cannot open the session database {self.path}: {exc}. "
-                "Check that the folder exists and is writable (MEMSTRATA_HOME)."
+                f"{fault_advice(self.path, exc, readonly=self.readonly)}"
             ) from exc
         conn.row_factory = sqlite3.Row
         try:
@@ -143,11 +271,49 @@ class Database:
         migrations.register_functions(conn)
         return conn
 
+    def _create_private(self) -> None:
+        """Create a new database file as 0600 before SQLite opens it.
+
+        Transcripts hold whatever was said, secrets included; SQLite would create the
+        file with the umask (often world-readable 0644), and it gives the -wal and -shm
+        files the mode of the database file.
+        """
+        if str(self.path) == ":memory:" or self.path.exists():
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return  # another process created it first; it set the mode
+        except OSError:
+            return  # SQLite's own open reports the problem with the fix
+        os.close(fd)
+
+    def _frozen_wal_free(self) -> bool:
+        """True when the file cannot change under us and has no WAL content.
+
+        That is: its folder is on a read-only file system (or not writable by this
+        user), there is no ``-shm`` file and no non-empty ``-wal`` file.
+        """
+        folder = self.path.parent
+        if not (_read_only_fs(folder) or not os.access(folder, os.W_OK)):
+            return False
+        shm, wal = Path(f"{self.path}-shm"), Path(f"{self.path}-wal")
+        try:
+            return not shm.exists() and (not wal.exists() or wal.stat().st_size == 0)
+        except OSError:
+            return False
+
     def _unusable(self, exc: sqlite3.DatabaseError) -> StorageError:
-        return StorageError(
-            f"{self.path} cannot be used as a session database ({exc}). If it is damaged, "
-            "move it aside (memstrata starts a new one) or restore a backup."
-        )
+        if _is_damage(exc):
+            advice = fault_advice(self.path, exc)
+        elif _primary_code(exc) in _ACCESS_FAULTS | {_SQLITE_FULL, _SQLITE_IOERR}:
+            # The file may be perfectly healthy: only the place it lives is the problem.
+            advice = fault_advice(self.path, exc, readonly=self.readonly)
+        else:
+            advice = (
+                "If it is damaged, move it aside (memstrata starts a new one) or restore a backup."
+            )
+        return StorageError(f"{self.path} cannot be used as a session database ({exc}). {advice}")
 
     def _set_wal(self) -> None:
         mode = str(self._writer.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
@@ -234,25 +400,29 @@ class Database:
                 self._depth = 0
                 with contextlib.suppress(sqlite3.Error):
                     self._writer.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.OperationalError) and _is_storage_fault(exc):
+                # sqlite3.DatabaseError, not only OperationalError: a damaged page
+                # surfaces as the base class ("database disk image is malformed").
+                if isinstance(exc, sqlite3.DatabaseError) and _is_storage_fault(exc):
                     raise self._write_failed(exc) from exc
                 raise
             self._depth = 0
             try:
                 self._writer.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
                 with contextlib.suppress(sqlite3.Error):
                     self._writer.execute("ROLLBACK")
                 raise self._write_failed(exc) from exc
 
-    def _write_failed(self, exc: sqlite3.OperationalError) -> StorageError:
+    def _write_failed(self, exc: sqlite3.DatabaseError) -> StorageError:
         # Disk full, I/O errors, a file made read-only underneath us: the transaction was
-        # rolled back, so nothing is half-written; say so and what to check.
+        # rolled back, so nothing is half-written; say so and what to do.
         if is_busy(exc):
             return self._busy_error(1)
+        # Only a healthy file can promise that earlier writes are intact.
+        kept = "" if _is_damage(exc) else "; every earlier write is kept"
         return StorageError(
-            f"Writing to {self.path} failed and was rolled back ({exc}). Check free disk "
-            "space and that the file is writable, then retry."
+            f"Writing to {self.path} failed and was rolled back ({exc}){kept}. "
+            f"{fault_advice(self.path, exc)}"
         )
 
     def _begin(self) -> None:
@@ -281,6 +451,15 @@ class Database:
             conn = self._connect()
         try:
             yield conn
+        except sqlite3.DatabaseError as exc:
+            # A damaged page or a vanished file must reach the caller as a StorageError
+            # that says what to do, not as a bare sqlite3 traceback.
+            if _is_storage_fault(exc) and not is_busy(exc):
+                raise StorageError(
+                    f"Reading {self.path} failed ({exc}). "
+                    f"{fault_advice(self.path, exc, readonly=self.readonly)}"
+                ) from exc
+            raise
         finally:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
@@ -326,3 +505,176 @@ class Database:
         with self._lock:
             self._ensure_open()
             self._retry_busy(lambda: self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+
+
+# -- salvage -------------------------------------------------------------------------
+
+_SKIP_LIMIT = 2**63
+
+
+def salvage(damaged: Path, target: Path) -> dict[str, int]:
+    """Copy every row still readable in a damaged database into a new one at ``target``.
+
+    ``target`` must not exist; it gets the current schema, and the full-text indexes
+    are rebuilt from the copied messages by their triggers (the damaged file's own index
+    pages are never read). Rows are read in rowid order; where a page cannot be read,
+    the reader skips ahead past it, so only the rows on damaged pages are lost. The
+    damaged file is opened read-only and left as it is. Returns the rows copied per table.
+    """
+    if target.exists():
+        raise StorageError(f"{target} already exists: salvage writes a new file only.")
+    src = _open_damaged(damaged)
+    Database(target).close()  # the schema, migrated
+    dst = sqlite3.connect(target, isolation_level=None)
+    migrations.register_functions(dst)
+    copied: dict[str, int] = {}
+    try:
+        # Off so a child row may arrive before its parent; every row is kept as it was.
+        dst.execute("PRAGMA foreign_keys = OFF")
+        dst.execute("BEGIN IMMEDIATE")
+        for table, has_rowid in _plain_tables(dst):
+            columns = _shared_columns(src, dst, table)
+            if columns:
+                copied[table] = _copy_table(src, dst, table, columns, has_rowid)
+        dst.execute("COMMIT")
+    finally:
+        src.close()
+        dst.close()
+    return copied
+
+
+def _open_damaged(path: Path) -> sqlite3.Connection:
+    """Read-only, with its -wal (commits not yet checkpointed) when SQLite can use it."""
+    if not path.is_file():
+        raise StorageError(f"No database file at {path} to salvage.")
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    for suffix in ("", "&immutable=1"):  # immutable: no -shm needed, the -wal is ignored
+        try:
+            conn = sqlite3.connect(uri + suffix, uri=True)
+        except sqlite3.Error:
+            continue
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        except sqlite3.DatabaseError:
+            conn.close()
+            continue
+        return conn
+    raise StorageError(
+        f"{path} is damaged beyond its schema: no row can be read. Restore a backup."
+    )
+
+
+def _plain_tables(conn: sqlite3.Connection) -> list[tuple[str, bool]]:
+    """Ordinary tables of the schema (no FTS tables or their shadows), rowid or not."""
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    virtual = [name for name, sql in rows if str(sql).upper().startswith("CREATE VIRTUAL")]
+    return [
+        (name, "WITHOUT ROWID" not in str(sql).upper())
+        for name, sql in rows
+        if name != "_migrations"
+        and name not in virtual
+        and not any(name.startswith(f"{v}_") for v in virtual)
+    ]
+
+
+def _shared_columns(src: sqlite3.Connection, dst: sqlite3.Connection, table: str) -> list[str]:
+    try:
+        theirs = {row[1] for row in src.execute(f'PRAGMA table_info("{table}")')}
+    except sqlite3.DatabaseError:
+        return []  # the schema page itself is gone
+    return [row[1] for row in dst.execute(f'PRAGMA table_info("{table}")') if row[1] in theirs]
+
+
+def _copy_table(
+    src: sqlite3.Connection,
+    dst: sqlite3.Connection,
+    table: str,
+    columns: list[str],
+    has_rowid: bool,
+) -> int:
+    names = ", ".join(f'"{c}"' for c in columns)
+    keys = f"rowid, {names}" if has_rowid else names
+    marks = ", ".join("?" * (len(columns) + has_rowid))
+    insert = f'INSERT OR IGNORE INTO "{table}" ({keys}) VALUES ({marks})'
+    if not has_rowid:
+        try:
+            return _drain(src.execute(f'SELECT {names} FROM "{table}"'), dst, insert)[0]
+        except sqlite3.DatabaseError:
+            return 0
+    select = f'SELECT rowid, {names} FROM "{table}" WHERE rowid >= ? ORDER BY rowid'
+    # LIMIT 1 stops before the next row: a plain cursor reads one row ahead, and a read
+    # that fails takes the row already read with it.
+    one = f"{select} LIMIT 1"
+    copied, start = 0, -_SKIP_LIMIT
+    while True:
+        try:
+            count, last, failed = _drain(src.execute(select, (start,)), dst, insert)
+            copied += count
+            if not failed:
+                return copied
+            start = last + 1 if last is not None else start
+        except sqlite3.DatabaseError:
+            pass
+        # Close to the damage: take rows one at a time, then jump past what is unreadable.
+        while True:
+            try:
+                row = src.execute(one, (start,)).fetchone()
+            except sqlite3.DatabaseError:
+                break
+            if row is None:
+                return copied
+            dst.execute(insert, tuple(row))
+            copied, start = copied + 1, int(row[0]) + 1
+        found = _next_readable(src, one, start)
+        if found is None:
+            return copied
+        start = found
+
+
+def _opens(src: sqlite3.Connection, select: str, after: int) -> bool:
+    try:
+        src.execute(select, (after,))  # runs the seek and reads the first row
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def _next_readable(src: sqlite3.Connection, select: str, start: int) -> int | None:
+    """The smallest start past ``start`` (whose read fails) that reads again, or None.
+
+    Doubles the jump until a read works, then narrows back down, so no readable row
+    after the damaged page is skipped.
+    """
+    bad, step = start, 1
+    while not _opens(src, select, bad + step):
+        bad, step = bad + step, step * 2
+        if bad + step >= _SKIP_LIMIT:
+            return None
+    good = bad + step
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        if _opens(src, select, mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def _drain(
+    cursor: sqlite3.Cursor, dst: sqlite3.Connection, insert: str
+) -> tuple[int, int | None, bool]:
+    """Insert the cursor's rows; (count, first column of the last row, failed part-way)."""
+    count, last = 0, None
+    rows = iter(cursor)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return count, last, False
+        except sqlite3.DatabaseError:  # only reading may fail here: writing must raise
+            return count, last, True
+        dst.execute(insert, tuple(row))
+        count += 1
+        last = row[0]

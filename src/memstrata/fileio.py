@@ -48,8 +48,26 @@ def _fix_for(exc: OSError, path: Path) -> str:
     if exc.errno in (errno.EROFS,):
         return f"{path.parent} is on a read-only file system: point MEMSTRATA_HOME elsewhere."
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return f"Permission denied: make {path.parent} writable by this user."
+        return f"Permission denied: {_ownership_fix(path)}"
     return "Check that the folder exists and is writable, then retry."
+
+
+def _ownership_fix(path: Path) -> str:
+    # The usual cause is a home folder created by another user (often `sudo memstrata`):
+    # chmod cannot help then, only giving the files back can.
+    for candidate in (path, path.parent, path.parent.parent):
+        try:
+            owner = candidate.stat().st_uid
+        except OSError:
+            continue
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            return (
+                f"{candidate} belongs to uid {owner}, and this process runs as uid "
+                f"{os.geteuid()}. Give the folder back to this user "
+                f"(chown -R <you> {candidate}) or point MEMSTRATA_HOME elsewhere."
+            )
+        break
+    return f"make {path.parent} and the files in it readable and writable by this user."
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -76,7 +94,12 @@ def atomic_write(
     Raises :class:`AtomicWriteError` (previous content intact, temp file removed) on any
     failure, with the fix in the message (disk full, read-only, permission denied).
     """
-    target = real_path(Path(path))
+    try:
+        target = real_path(Path(path))
+    except OSError as exc:  # lstat needs search permission on the folder
+        raise AtomicWriteError(
+            f"Failed to write {path}: {exc.strerror or exc}. {_fix_for(exc, Path(path))}"
+        ) from exc
     payload = data.encode("utf-8") if isinstance(data, str) else data
     tmp_name: str | None = None
     try:
@@ -134,9 +157,14 @@ def read_text(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
+        fix = (
+            _ownership_fix(Path(path))
+            if exc.errno in (errno.EACCES, errno.EPERM)
+            else "check the file and the disk, then retry."
+        )
         raise UnreadableFileError(
             f"{path} exists but could not be read ({exc.strerror or exc}). It was left "
-            f"untouched: fix its permissions (chmod 600 {path}) and retry."
+            f"untouched. Fix: {fix}"
         ) from exc
     try:
         text = raw.decode("utf-8")
@@ -171,7 +199,11 @@ def _lock_open_error(lock_path: Path, exc: OSError) -> StorageError:
 def file_lock(lock_path: Path, *, timeout: float = 10.0) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_path`` (created 0600) for the ``with`` block."""
     lock_path = Path(lock_path)
-    if lock_path.is_symlink():
+    try:
+        linked = lock_path.is_symlink()
+    except OSError as exc:  # e.g. EACCES: a folder this user may not search
+        raise _lock_open_error(lock_path, exc) from exc
+    if linked:
         raise _lock_open_error(lock_path, OSError(errno.ELOOP, "symlink"))
     if os.name != "posix":  # pragma: no cover - exercised on Windows only
         with _filelock(lock_path, timeout):
@@ -207,7 +239,7 @@ def file_lock(lock_path: Path, *, timeout: float = 10.0) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _filelock(lock_path: Path, timeout: float) -> Iterator[None]:  # pragma: no cover
-    import filelock
+    import filelock  # type: ignore[import-not-found, unused-ignore]  # Windows-only dependency
 
     lock = filelock.FileLock(str(lock_path), timeout=timeout, mode=0o600)
     try:

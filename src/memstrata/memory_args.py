@@ -52,6 +52,12 @@ def clean_content(content: object, empty_message: str) -> str:
     text = content.replace("\r\n", "\n").strip()
     if not text:
         raise InvalidMemoryArgument(empty_message)
+    if not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text):
+        # A lone surrogate (JSON "\ud800") cannot be written as UTF-8.
+        raise InvalidMemoryArgument(
+            "Content holds an unpaired UTF-16 surrogate, which is not valid text. Resend "
+            "it as plain text."
+        )
     if has_separator_line(text):
         raise InvalidMemoryArgument(
             "Content contains a line holding only '§', the entry separator, so it would "

@@ -32,7 +32,10 @@ def when(ts: float | None) -> str:
     """A timestamp as ``YYYY-MM-DD HH:MM UTC`` ("unknown" when absent)."""
     if ts is None:
         return "unknown"
-    return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):  # NaN, or outside years 1-9999
+        return f"{ts} (not a date)"
 
 
 def live_session_ids(conn: sqlite3.Connection, current_session_id: str | None) -> list[str]:
@@ -218,9 +221,14 @@ def scroll_session(
     warning = None
     with store.read_conn() as conn:
         conn.execute("BEGIN")
-        row = conn.execute(
-            f"SELECT {_COLUMNS}, compacted FROM messages WHERE id = ?", (around_message_id,)
-        ).fetchone()
+        # An id past SQLite's 64-bit range names no message (binding it would overflow).
+        row = (
+            conn.execute(
+                f"SELECT {_COLUMNS}, compacted FROM messages WHERE id = ?", (around_message_id,)
+            ).fetchone()
+            if -(2**63) <= around_message_id < 2**63
+            else None
+        )
         if row is None:
             raise SessionStoreError(
                 f"around_message_id {around_message_id} does not exist: use an id from a "

@@ -9,6 +9,7 @@ the live context is left out of the results.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, time, timedelta
@@ -112,6 +113,22 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+# Unix seconds of 0001-01-01 and 9999-12-31T23:59:59 UTC: the dates Python can show.
+_FIRST_SECOND = -62_135_596_800.0
+_LAST_SECOND = 253_402_300_799.0
+
+
+def _in_calendar(seconds: float, name: str) -> float:
+    # NaN, infinities and years past 9999 cannot be shown as a date in a reply, and
+    # no message was written then.
+    if not math.isfinite(seconds) or not _FIRST_SECOND <= seconds <= _LAST_SECOND:
+        raise ToolArgumentError(
+            f"{name}={shorten(str(seconds))} is not a usable time: send Unix seconds between "
+            "years 1 and 9999, or a date like 2026-03-01."
+        )
+    return seconds
+
+
 def parse_time(value: object, name: str, *, end_of_day: bool = False) -> float | None:
     """Parse ``since``/``until``: Unix seconds (number or digits) or an ISO date/time.
 
@@ -123,14 +140,14 @@ def parse_time(value: object, name: str, *, end_of_day: bool = False) -> float |
     if isinstance(value, bool):
         raise ToolArgumentError(f"{name} must be a date or Unix seconds, got a boolean.")
     if isinstance(value, int | float):
-        return float(value)
+        return _in_calendar(float(value), name)
     if not isinstance(value, str):
         raise ToolArgumentError(
             f"{name} must be a date string or Unix seconds, got {describe_type(value)}."
         )
     text = value.strip()
     try:
-        return float(text)
+        return _in_calendar(float(text), name)
     except ValueError:
         pass
     try:
@@ -151,17 +168,47 @@ def parse_time(value: object, name: str, *, end_of_day: bool = False) -> float |
     return parsed.timestamp()
 
 
+# SQLite integers are 64-bit; a larger id or count cannot name anything in the store.
+_INT_RANGE = range(-(2**63), 2**63)
+# Longer strings are refused, not searched: no real question or id is this long, and a
+# huge argument must not be echoed back into the model's context.
+MAX_QUERY_CHARS = 2_000
+MAX_ID_CHARS = 200
+
+
 def _integer(args: Mapping[str, Any], key: str) -> int | None:
     value = args.get(key)
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())  # some models quote numbers
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())  # some models quote numbers
+        except ValueError:
+            pass
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ToolArgumentError(
             f"{key} must be an integer, got {describe_type(value)} {shorten(value)!r}."
+        )
+    if value not in _INT_RANGE:
+        raise ToolArgumentError(f"{key} is out of range ({shorten(str(value))}).")
+    return value
+
+
+def _bounded_str(args: Mapping[str, Any], key: str, limit: int) -> str | None:
+    value = optional_str(args, key)
+    if value is not None and not value.isascii() and any("\ud800" <= c <= "\udfff" for c in value):
+        # JSON may carry a lone "\ud800" escape; SQLite cannot bind it as text.
+        raise ToolArgumentError(f"{key} holds an unpaired UTF-16 surrogate: resend it as text.")
+    if value is not None and len(value) > limit:
+        raise ToolArgumentError(
+            f"{key} is {len(value):,} chars; session_search takes at most {limit:,}. "
+            + (
+                "Search for the few distinctive words (names, paths, error text) instead."
+                if key == "query"
+                else "Send a shorter value."
+            )
         )
     return value
 
@@ -182,23 +229,25 @@ _KNOWN = frozenset(SCHEMA["function"]["parameters"]["properties"])
 
 def search_arguments(args: Mapping[str, Any]) -> dict[str, Any]:
     """Validate a tool call's arguments into keyword arguments of ``session_search``."""
-    unknown = sorted(str(k) for k in args if k not in _KNOWN)
+    unknown = sorted(shorten(str(k), 40) for k in args if k not in _KNOWN)
     if unknown:
+        shown = ", ".join(unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
         raise ToolArgumentError(
-            f"Unknown argument(s) {', '.join(unknown)} for session_search. "
-            f"Known: {', '.join(sorted(_KNOWN))}."
+            f"Unknown argument(s) {shown} for session_search. Known: {', '.join(sorted(_KNOWN))}."
         )
     limit = _integer(args, "limit")
     if limit is not None and limit < 1:
         raise ToolArgumentError(f"limit must be from 1 to {MAX_LIMIT}, got {limit}.")
     return {
-        "query": optional_str(args, "query") or "",
+        "query": _bounded_str(args, "query", MAX_QUERY_CHARS) or "",
         "limit": limit,
-        "role_filter": optional_str(args, "role_filter"),
-        "source": optional_str(args, "source"),
+        "role_filter": _bounded_str(args, "role_filter", MAX_QUERY_CHARS),
+        "source": _bounded_str(args, "source", MAX_QUERY_CHARS),
         "since": parse_time(args.get("since"), "since"),
         "until": parse_time(args.get("until"), "until", end_of_day=True),
-        "session_id": (optional_str(args, "session_id") or "").strip() or None,
+        "session_id": (_bounded_str(args, "session_id", MAX_ID_CHARS) or "").strip() or None,
         "around_message_id": _integer(args, "around_message_id"),
         "window": _integer(args, "window"),
         "summarize": _flag(args, "summarize"),
