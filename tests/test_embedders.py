@@ -231,3 +231,34 @@ def test_a_store_without_vectors_is_refused() -> None:
         index_pending(object(), CountingEmbedder())  # type: ignore[arg-type]
     with pytest.raises(SessionStoreError, match="SQLite session store"):
         pending_count(object(), "counting")  # type: ignore[arg-type]
+
+
+def test_sessions_embed_command_fills_the_vectors(
+    memstrata_home: Path, embed_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    with SessionStore(memstrata_home / "state.db") as s:
+        s.create_session("c1", source="cli")
+        s.append_messages(
+            "c1", [{"role": "user", "content": f"note {n} about bananas"} for n in range(5)]
+        )
+    runner = CliRunner()
+    refused = runner.invoke(cli, ["sessions", "embed"])
+    assert refused.exit_code == 1 and "search.embedder" in refused.output
+    for key, value in {
+        "SEARCH__EMBEDDER": "openai",
+        "LLM__EMBEDDING_MODEL": "emb-small",
+        "LLM__BASE_URL": embed_server.base_url,
+        "LLM__API_KEY": "test",
+    }.items():
+        monkeypatch.setenv(f"MEMSTRATA_{key}", value)
+    first = runner.invoke(cli, ["sessions", "embed", "--limit", "2", "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output) == {"embedder": "openai:emb-small", "embedded": 2, "pending": 3}
+    rest = runner.invoke(cli, ["sessions", "embed", "--json"])
+    assert json.loads(rest.output) == {"embedder": "openai:emb-small", "embedded": 3, "pending": 0}

@@ -25,7 +25,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstrata import FileMemory, SessionStore
-from memstrata.database import salvage
 from memstrata.errors import (
     CuratedMemoryError,
     DriftError,
@@ -34,6 +33,7 @@ from memstrata.errors import (
 )
 from memstrata.memory_format import parse_entries, serialize
 from memstrata.memory_tool import MemoryTool
+from memstrata.salvage import salvage
 from memstrata.search_tool import SessionSearchTool
 from memstrata.tools import Toolbox
 
@@ -410,3 +410,26 @@ def test_salvage_of_a_file_without_a_schema_says_to_restore_a_backup(tmp_path: P
     _damage(path, "header", random.Random(3))
     with pytest.raises(StorageError, match="Restore a backup"):
         salvage(path, tmp_path / "salvaged.db")
+
+
+def test_sessions_salvage_command_copies_a_damaged_store(tmp_path: Path) -> None:
+    """`memstrata sessions salvage` is the command the damage message names."""
+    from click.testing import CliRunner
+
+    from memstrata.cli import cli
+
+    path = tmp_path / "state.db"
+    contents = _build_db(path)
+    victim = _leaf_pages(path, "messages")[1]
+    data = bytearray(path.read_bytes())
+    data[(victim - 1) * PAGE : victim * PAGE] = random.Random(victim).randbytes(PAGE)
+    path.write_bytes(bytes(data))
+    target = tmp_path / "salvaged.db"
+    result = CliRunner().invoke(cli, ["sessions", "salvage", str(path), str(target), "--json"])
+    assert result.exit_code == 0, result.output
+    copied = json.loads(result.output)
+    assert copied["sessions"] == SESSIONS
+    assert 0 < copied["messages"] < len(contents)
+    again = CliRunner().invoke(cli, ["sessions", "salvage", str(path), str(target)])
+    # The CLI's entry point turns this library error into a one-line message.
+    assert again.exit_code == 1 and "already exists" in str(again.exception)

@@ -321,3 +321,21 @@ def test_forget_works_on_every_backend(backend_store: Any) -> None:
     assert report.messages == 2  # "noted the vault code" and the sub-agent's message
     assert [r["id"] for r in backend_store.list_sessions_rich()] == ["keep"]
     assert backend_store.get_session("keep")["message_count"] == 2
+
+
+def test_forget_clears_cached_query_expansions(
+    store: SessionStore, memstrata_home: Path, shared_server: FakeLLMServer
+) -> None:
+    """A past question quoting the forgotten text must not survive in the expansion cache."""
+    seed(store)
+    shared_server.reset()
+    shared_server.set_default(Reply.text(f'["{SECRET_WORD} plan", "{SECRET_WORD}"]'))
+    config = make_config(memstrata_home, shared_server)
+    config.values["search"]["expansion"] = True
+    session_search(store, f"what was the {SECRET_WORD}?", summarize=False, config=config)
+    with store.read_conn() as conn:
+        assert conn.execute("SELECT count(*) FROM query_expansions").fetchone()[0] == 1
+    report = forget(store, plan_forget(store, query=SECRET_WORD))
+    assert report.removed["query_expansions"] == 1
+    with store.read_conn() as conn:
+        assert conn.execute("SELECT count(*) FROM query_expansions").fetchone()[0] == 0

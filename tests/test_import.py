@@ -114,6 +114,10 @@ def test_hermes_memory_merged_through_scanner(store: SessionStore, memstrata_hom
     refused = report.memory_refused[0]
     assert refused.target == "memory" and "Ignore all previous" in refused.entry
     assert "prompt_injection" in refused.reason
+    # Each merged entry is in the memory history as an import, undoable like any change.
+    changes = memory.history.list()
+    assert len(changes) == 4 and {c.who for c in changes} == {"import"}
+    assert all("imported from" in c.why for c in changes)
 
 
 def test_memory_entries_over_budget_are_reported(store: SessionStore, memstrata_home: Path) -> None:

@@ -202,3 +202,31 @@ def test_check_reindex_stats(seeded: Path) -> None:
     code, out = _run("sessions", "stats", "--json")
     stats = json.loads(out)
     assert code == 0 and stats["sessions"] == 3 and stats["messages"] == 2
+
+
+@pytest.mark.postgres
+def test_sessions_and_search_commands_follow_store_dsn(
+    memstrata_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import PG_DSN, fresh_namespace
+    from memstrata.postgres import PostgresSessionStore
+
+    namespace = fresh_namespace()
+    monkeypatch.setenv("MEMSTRATA_STORE__DSN", PG_DSN)
+    monkeypatch.setenv("MEMSTRATA_STORE__NAMESPACE", namespace)
+    with PostgresSessionStore(PG_DSN, namespace=namespace) as pg:
+        try:
+            pg.create_session("pg-one", source="cli")
+            pg.append_messages("pg-one", [{"role": "user", "content": "walrus migration plan"}])
+            code, out = _run("sessions", "list", "--json")
+            assert code == 0, out
+            assert [row["id"] for row in json.loads(out)] == ["pg-one"]
+            code, out = _run("search", "walrus", "--no-summary", "--json")
+            assert code == 0, out
+            assert json.loads(out)["results"][0]["session_id"] == "pg-one"
+            code, out = _run("sessions", "optimize", "--json")
+            assert code == 0, out
+            # Nothing went to a SQLite file in the home folder.
+            assert not (memstrata_home / "state.db").exists()
+        finally:
+            pg.delete_namespace()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from memstrata.store import SessionStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+SQLITE_ONLY_OPTIONS = ("verify_indexes", "readonly")
 
 
 def postgres_dsn(config: Config) -> str | None:
@@ -56,6 +57,11 @@ def open_store(config: Config | None = None, **options: Any) -> SessionStore:
         from memstrata.store import SessionStore
 
         return SessionStore(config=cfg, **options)
+    # Options about the SQLite file (its index check on open, read-only mode) do not
+    # apply to a server: PostgreSQL checks its indexes itself and the CLI's read paths
+    # do not write.
+    for name in SQLITE_ONLY_OPTIONS:
+        options.pop(name, None)
     store: SessionStore = _postgres().PostgresSessionStore(
         dsn, namespace=str(cfg.get("store.namespace")), config=cfg, **options
     )

@@ -234,7 +234,14 @@ class Config:
         env = os.environ if environ is None else environ
         values = copy.deepcopy(DEFAULTS)
         path = home / CONFIG_FILENAME
-        if path.exists():
+        try:
+            present = path.exists()
+        except OSError as exc:  # a parent folder that cannot be searched
+            raise ConfigError(
+                f"Cannot look for {path}: {exc}. Give your user access to {home} "
+                "(chown or chmod u+rx), or point MEMSTRATA_HOME at a folder you own."
+            ) from exc
+        if present:
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

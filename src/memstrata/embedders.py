@@ -108,7 +108,14 @@ def embedder_from_config(config: Config | None = None) -> Embedder | None:
         from memstrata.embed_openai import OpenAIEmbedder
         from memstrata.llm import client_for
 
-        return OpenAIEmbedder(client_for("main", cfg))
+        embedding_model = str(cfg.get("llm.embedding_model")).strip()
+        if not embedding_model:
+            raise ConfigError(
+                "search.embedder = 'openai' needs an embedding model: "
+                "memstrata config set llm.embedding_model text-embedding-3-small"
+            )
+        # Only the endpoint and the embedding model matter here: no chat model is needed.
+        return OpenAIEmbedder(client_for("main", cfg, model=embedding_model))
     raise ConfigError(
         f"search.embedder is {choice!r}: use '' (keyword only), 'minilm' or 'openai' "
         "(memstrata config set search.embedder minilm)."

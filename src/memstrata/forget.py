@@ -94,8 +94,8 @@ class ForgetReport:
     ``sessions``: ids of the sessions deleted (sub-agent sessions included);
     ``messages``: message rows deleted; ``removed``: counts per kind (``sessions``,
     ``messages``, ``word_index``, ``trigram_index``, ``cjk_index``, ``vectors``,
-    ``summaries``); index and vector counts are measured on the store and missing
-    when the store cannot count them. ``scrubbed`` is True when the file was also
+    ``summaries``, and ``query_expansions`` when any were cached); index and vector
+    counts are measured on the store and missing when the store cannot count them. ``scrubbed`` is True when the file was also
     cleaned of the deleted bytes (secure delete, index merge, WAL truncated).
     """
 
@@ -280,10 +280,15 @@ def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> Forg
         message_rows += store.delete_messages(plan.message_ids)
         remaining = [s for s in plan.conversation_ids if s not in deleted_sessions]
         cleared = store.clear_summary_cache(remaining) if remaining else 0
+        # Past questions may quote what is being forgotten (SQLite keeps an expansion cache).
+        clear_expansions = getattr(store, "clear_query_expansions", None)
+        expansions = clear_expansions() if callable(clear_expansions) else 0
         optimize = getattr(store, "optimize", None)
         if scrub and callable(optimize):
             optimize()
     removed: dict[str, int] = {"sessions": len(deleted_sessions), "messages": message_rows}
+    if expansions:
+        removed["query_expansions"] = expansions
     after = _counts(store)
     if before is not None and after is not None:
         for table, name in INDEX_NAMES.items():

@@ -486,12 +486,11 @@ class FileMemory:
                 after=after,
                 undoes=undoes,
             )
-        except StorageError:
+        except StorageError as exc:
             # The file is written already: failing the write now would make a caller
-            # retry a change that happened. The gap is logged loudly instead.
-            logger.error(
-                "memory change of %s was not recorded in the history", target, exc_info=True
-            )
+            # retry a change that happened. The gap is logged loudly instead, as one line
+            # (a traceback on a CLI user's screen would read as a failed write).
+            logger.error("memory change of %s was not recorded in the history: %s", target, exc)
             return None
 
     def undo(self, change_id: int, *, force: bool = False) -> MemoryChange:

@@ -442,6 +442,15 @@ class SessionStore:
                 ).rowcount
             return removed
 
+    def clear_query_expansions(self) -> int:
+        """Drop every cached query expansion (past questions and their sub-queries).
+
+        :func:`memstrata.forget.forget` calls this: a forgotten phrase may have been typed
+        into an earlier search, and a cached expansion costs one model call to rebuild.
+        """
+        with self._db.write() as conn:
+            return conn.execute("DELETE FROM query_expansions").rowcount
+
     def list_message_ids(
         self,
         *,

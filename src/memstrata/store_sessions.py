@@ -78,12 +78,22 @@ def upsert(conn: sqlite3.Connection, values: Mapping[str, Any], title: str | Non
         titles.set_title(conn, values["id"], title)
 
 
+# Prefixes longer than this are not searched with LIKE (exact ids of any length still are).
+MAX_ID_CHARS = 1_000
+
+
 def resolve_prefix(conn: sqlite3.Connection, prefix: str) -> str:
     """An exact id, or the one id starting with ``prefix`` (LIKE wildcards are literal)."""
     if not prefix:
         raise SessionNotFoundError("Give a session id or a prefix of one.")
     if exists(conn, prefix):
         return prefix
+    if len(prefix) > MAX_ID_CHARS:
+        # SQLite refuses LIKE patterns past 50,000 bytes; a prefix this long is a mistake.
+        raise SessionNotFoundError(
+            f"No session id starts with this {len(prefix):,}-character text: give an id "
+            "from `memstrata sessions list`."
+        )
     rows = conn.execute(
         "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC LIMIT 6",
         (titles.escape_like(prefix) + "%",),

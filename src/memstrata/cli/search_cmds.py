@@ -7,9 +7,10 @@ from typing import Any
 
 import click
 
+from memstrata.backends import open_store, postgres_dsn
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
 from memstrata.config import Config
-from memstrata.errors import MemstrataError
+from memstrata.errors import MemstrataError, StorageError
 from memstrata.search import MAX_LIMIT, session_search
 from memstrata.search_read import MAX_WINDOW
 from memstrata.search_tool import parse_time
@@ -21,6 +22,17 @@ def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | 
         return parse_time(value, name, end_of_day=end_of_day)
     except MemstrataError as exc:
         raise click.BadParameter(str(exc), param_hint=f"--{name}") from None
+
+
+def _open(config: Config) -> SessionStore:
+    try:
+        return open_store(config)
+    except StorageError:
+        if postgres_dsn(config) is not None or not (config.home / DB_FILENAME).exists():
+            raise
+        # A home we may read but not write (a read-only mount, another user's folder):
+        # searching needs no write, and the summary cache is best effort.
+        return open_store(config, readonly=True)
 
 
 def _indent(text: str) -> str:
@@ -113,7 +125,7 @@ def search_command(
     """
     config = Config.load()
     try:
-        with SessionStore(config.home / DB_FILENAME, config=config) as store:
+        with _open(config) as store:
             result = session_search(
                 store,
                 query,

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 import click
 
+from memstrata.backends import open_store
 from memstrata.cli.common import (
     CONTEXT_SETTINGS,
     echo_json,
@@ -18,6 +19,7 @@ from memstrata.cli.common import (
     human_bytes,
     progress_bar,
 )
+from memstrata.config import Config
 from memstrata.errors import MemstrataError, SessionNotFoundError
 from memstrata.search_tool import parse_time
 from memstrata.store import SessionStore
@@ -80,7 +82,7 @@ def sessions_list(
     Example:
         memstrata sessions list --source cli --json
     """
-    with SessionStore() as store:
+    with open_store() as store:
         rows = store.list_sessions_rich(
             source=source,
             exclude_sources=list(exclude_source) or None,
@@ -129,7 +131,7 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         memstrata sessions show 20250101_1200
         memstrata sessions show "Kyoto trip #2" --session-only --json
     """
-    with SessionStore() as store:
+    with open_store() as store:
         sid = _resolve(store, session)
         chain = store.get_compression_chain(sid)
         shown = [sid] if session_only else chain
@@ -233,7 +235,7 @@ def sessions_search(
         memstrata sessions search "nginx deadlock" --since 2026-01-01 --limit 5
         memstrata sessions search '"exact phrase"' --role user --json
     """
-    with SessionStore() as store:
+    with open_store() as store:
         hits = store.search_messages(
             query,
             role_filter=list(roles) or None,
@@ -292,7 +294,7 @@ def sessions_export(sessions: tuple[str, ...], fmt: str, output: Path | None) ->
         exporting = importlib.import_module("memstrata.exporting")
     except ImportError as exc:  # pragma: no cover - shipped together
         raise click.ClickException(f"Export is unavailable in this build: {exc}") from exc
-    with SessionStore() as store:
+    with open_store() as store:
         ids: list[str] | None = None
         if sessions:
             ids = []
@@ -329,7 +331,7 @@ def sessions_rename(session: str, title: str, as_json: bool) -> None:
     Example:
         memstrata sessions rename 20250101_1200 "Kyoto trip"
     """
-    with SessionStore() as store:
+    with open_store() as store:
         sid = _resolve(store, session)
         clean = store.set_session_title(sid, title)
     if as_json:
@@ -349,7 +351,7 @@ def sessions_delete(session: str, yes: bool, as_json: bool) -> None:
     Example:
         memstrata sessions delete 20250101_1200 --yes
     """
-    with SessionStore() as store:
+    with open_store() as store:
         sid = _resolve(store, session)
         if not yes:
             click.confirm(f"Delete session {sid} and its messages?", abort=True)
@@ -382,7 +384,7 @@ def sessions_prune(
     Example:
         memstrata sessions prune --older-than 30 --source cron --dry-run
     """
-    with SessionStore() as store:
+    with open_store() as store:
         candidates = store.prune_sessions(older_than=days, source=source, dry_run=True)
         if dry_run or not candidates:
             ids = candidates
@@ -408,7 +410,7 @@ def sessions_reindex(as_json: bool) -> None:
     Example:
         memstrata sessions reindex
     """
-    with SessionStore(verify_indexes=False) as store, progress_bar() as bar:
+    with open_store(verify_indexes=False) as store, progress_bar() as bar:
         tasks: dict[str, Any] = {}
 
         def report(stage: str, done: int, total: int) -> None:
@@ -424,6 +426,76 @@ def sessions_reindex(as_json: bool) -> None:
         click.echo(f"{table}: {rows} rows")
 
 
+@sessions_group.command("embed")
+@click.option("--limit", type=click.IntRange(min=0), help="Embed at most this many messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def sessions_embed(limit: int | None, as_json: bool) -> None:
+    """Compute the vectors hybrid recall uses for messages that have none yet.
+
+    Uses the embedder `search.embedder` names ("minilm" offline, or "openai" for
+    llm.embedding_model). Writes never compute vectors, so run this after imports or on a
+    schedule; an interrupted run keeps what it wrote and the next one continues.
+
+    \b
+    Example:
+        memstrata config set search.embedder minilm
+        memstrata sessions embed --limit 10000
+    """
+    from memstrata.embedders import embedder_from_config, index_pending, pending_count
+
+    config = Config.load()
+    embedder = embedder_from_config(config)
+    if embedder is None:
+        raise click.ClickException(
+            "No embedder is configured: set one with `memstrata config set search.embedder "
+            "minilm` (offline) or `openai` (llm.embedding_model), see docs/recall.md."
+        )
+    with open_store(config) as store:
+        if not isinstance(store, SessionStore):
+            raise click.ClickException(
+                "Vectors are kept in the SQLite store only; hybrid recall is not available "
+                "with store.dsn (PostgreSQL)."
+            )
+        pending = pending_count(store, embedder.name)
+        total = pending if limit is None else min(limit, pending)
+        with progress_bar() as bar:
+            task = bar.add_task(f"embed ({embedder.name})", total=total or 1)
+            done = index_pending(
+                store, embedder, limit=limit, progress=lambda n: bar.update(task, completed=n)
+            )
+        left = pending_count(store, embedder.name)
+    counts = {"embedder": embedder.name, "embedded": done, "pending": left}
+    if as_json:
+        echo_json(counts)
+        return
+    click.echo(f"Embedded {done} message(s) with {embedder.name}; {left} still without a vector.")
+
+
+@sessions_group.command("salvage")
+@click.argument("damaged", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the rows copied per table as JSON.")
+def sessions_salvage(damaged: Path, target: Path, as_json: bool) -> None:
+    """Copy every readable row of a damaged state.db into a new file TARGET.
+
+    The damaged file is only read. Stop every memstrata process, keep a copy of the
+    damaged file (and its -wal), salvage, then move TARGET into place as state.db.
+
+    \b
+    Example:
+        cp ~/.memstrata/state.db /tmp/state.db.damaged
+        memstrata sessions salvage /tmp/state.db.damaged /tmp/state.db.salvaged
+        mv /tmp/state.db.salvaged ~/.memstrata/state.db
+    """
+    from memstrata.salvage import salvage
+
+    copied = salvage(damaged, target)
+    if as_json:
+        echo_json(copied)
+        return
+    echo_table(["table", "rows copied"], sorted(copied.items()), title=f"Salvaged into {target}")
+
+
 @sessions_group.command("check")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def sessions_check(as_json: bool) -> None:
@@ -433,7 +505,7 @@ def sessions_check(as_json: bool) -> None:
     Example:
         memstrata sessions check
     """
-    with SessionStore(verify_indexes=False) as store:
+    with open_store(verify_indexes=False) as store:
         report = store.integrity_check()
     if as_json:
         echo_json(report)
@@ -456,7 +528,7 @@ def sessions_stats(as_json: bool) -> None:
     Example:
         memstrata sessions stats --json
     """
-    with SessionStore() as store:
+    with open_store() as store:
         stats = store.stats()
     if as_json:
         echo_json(stats)
@@ -486,7 +558,7 @@ def sessions_optimize(no_vacuum: bool, as_json: bool) -> None:
     Example:
         memstrata sessions optimize
     """
-    with SessionStore() as store:
+    with open_store() as store:
         before = store.stats()
         steps: list[tuple[str, Any]] = [("merge full-text indexes", store.optimize)]
         if not no_vacuum:
@@ -498,9 +570,15 @@ def sessions_optimize(no_vacuum: bool, as_json: bool) -> None:
                 bar.update(task, description=label)
                 step()
                 bar.advance(task)
-        store.checkpoint()  # VACUUM and ANALYZE went through the WAL: fold it in, truncate it
+        checkpoint = getattr(store, "checkpoint", None)  # SQLite only: a server keeps its own WAL
+        if checkpoint is not None:
+            checkpoint()  # VACUUM and ANALYZE went through the WAL: fold it in, truncate it
         after = store.stats()
-    sizes = {key: {"before": before[key], "after": after[key]} for key in ("db_bytes", "wal_bytes")}
+    sizes = {
+        key: {"before": before[key], "after": after[key]}
+        for key in ("db_bytes", "wal_bytes")
+        if key in before and key in after
+    }
     if as_json:
         echo_json({"steps": [label for label, _ in steps], "sizes": sizes})
         return

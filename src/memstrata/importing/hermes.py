@@ -75,8 +75,11 @@ def _connect(db_path: Path) -> sqlite3.Connection:
         # mode=ro: an import never changes the source, and works on a copy Hermes holds.
         conn = sqlite3.connect(f"{db_path.absolute().as_uri()}?mode=ro", uri=True)
         conn.row_factory = sqlite3.Row
+        # A damaged page can hold bytes that are not UTF-8: decode them as U+FFFD so one
+        # bad record is reported and skipped instead of stopping the whole import.
+        conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise ImportDataError(
             f"{db_path} cannot be opened as a SQLite database ({exc}). Check that it is "
             "Hermes' state.db and that it is not truncated (Hermes' own `hermes doctor` "
@@ -102,7 +105,7 @@ def _session_order(conn: sqlite3.Connection, db_path: Path) -> list[str]:
         rows = conn.execute(
             f"SELECT id, {parent} AS parent FROM sessions ORDER BY started_at, id"
         ).fetchall()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise ImportDataError(f"{db_path} cannot be read ({exc}).") from exc
     return parents_first((str(row["id"]), row["parent"]) for row in rows)
 
@@ -116,7 +119,7 @@ def _records(conn: sqlite3.Connection, db_path: Path, ids: list[str]) -> Iterato
                 rows = conn.execute(
                     "SELECT * FROM messages WHERE session_id = ? ORDER BY id", (sid,)
                 ).fetchall()
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
                 # A damaged page can make one session unreadable and leave the rest fine.
                 yield BadRecord(location, f"cannot be read ({exc})")
                 continue

@@ -32,7 +32,10 @@ def merge_memories(memory: FileMemory, folder: Path, report: ImportReport) -> No
             continue
         for entry in parse_entries(raw):
             try:
-                result = memory.add(target, entry)
+                # Recorded in the memory history as an import, so `memstrata memory undo`
+                # can take back exactly what the import added.
+                with memory.attributed("import", f"imported from {path}"):
+                    result = memory.add(target, entry)
             except CuratedMemoryError as exc:
                 report.memory_refused.append(RefusedEntry(target, preview(entry), str(exc)))
                 continue
