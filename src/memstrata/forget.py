@@ -95,8 +95,9 @@ class ForgetReport:
     ``messages``: message rows deleted; ``removed``: counts per kind (``sessions``,
     ``messages``, ``word_index``, ``trigram_index``, ``cjk_index``, ``vectors``,
     ``summaries``, and ``query_expansions`` when any were cached); index and vector
-    counts are measured on the store and missing when the store cannot count them. ``scrubbed`` is True when the file was also
-    cleaned of the deleted bytes (secure delete, index merge, WAL truncated).
+    counts are measured on the store and missing when the store cannot count them.
+    ``scrubbed`` is True when the file was also cleaned of the deleted bytes (secure
+    delete, index merge, WAL truncated).
     """
 
     sessions: list[str]
