@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/hardening.py [--examples 5000] [--quick] [--output PATH]
+                                   [--load-seconds 20] [--clients 16] [--dsn postgresql://...]
 
 Runs ``tests/test_faults_*.py`` and ``tests/test_fuzz_*.py`` with the ``stress`` tests
 (``-m "stress or not stress"``), in a subprocess of pytest, with two variables the tests
@@ -13,7 +14,10 @@ with the acknowledged writes and how many were lost, inputs fuzzed per target).
 
 Prints, and with ``--output`` writes as Markdown: every fault with its runs,
 acknowledged writes and losses; every fuzz target with its inputs; the pytest outcome.
-A failing test is a finding: its name is listed and the exit status is non-zero. The
+Then runs ``benchmarks/mcp_load.py`` (16 MCP clients against one and two server
+processes; ``--dsn`` adds PostgreSQL) and reports clients, acknowledged writes, losses
+and latency percentiles. A failing test or a lost write is a finding: it is listed and
+the exit status is non-zero. The
 machine may be shared, so the load average is printed; the figures are counts, not
 timings, and do not depend on it (the wall time is given for scale only).
 """
@@ -84,6 +88,23 @@ def run_suites(examples: int, extra: list[str]) -> dict[str, Any]:
     }
 
 
+def run_load(seconds: float, clients: int, dsn: str | None) -> list[dict[str, Any]]:
+    """benchmarks/mcp_load.py against one and two server processes; its JSON figures."""
+    cmd = [
+        sys.executable, str(HERE / "mcp_load.py"), "--json", "--seconds", str(seconds),
+        "--clients", str(clients), "--servers", "1", "2",
+    ]  # fmt: skip
+    if dsn:
+        cmd += ["--dsn", dsn]
+    log("$ " + " ".join("postgresql://..." if a == dsn else a for a in cmd))
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        log(proc.stderr[-2000:])
+        raise SystemExit(f"mcp_load.py failed with exit status {proc.returncode}")
+    figures: list[dict[str, Any]] = json.loads(proc.stdout)
+    return figures
+
+
 def _junit_outcome(junit: Path) -> dict[str, Any]:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     failed: list[str] = []
@@ -129,9 +150,37 @@ def summarise(figures: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def render_load(runs: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    """The MCP load section: clients, writes, losses and latency percentiles per run."""
+    lines = [
+        "",
+        "## Load: the MCP HTTP server",
+        "",
+        f"`benchmarks/mcp_load.py --seconds {args.load_seconds:g} --clients {args.clients}`: "
+        "MCP SDK clients over streamable HTTP mixing `memory` adds of unique tokens and "
+        "`session_search` calls against one and two `memstrata mcp` processes sharing a "
+        "store; afterwards every acknowledged token is looked up. Latencies are one run "
+        "each on the shared machine.",
+        "",
+        "| store | servers | clients | calls | acknowledged writes | lost | errors "
+        "| add p50 / p95 / p99 ms | search p50 / p95 / p99 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in runs:
+        add, search = r["ops"]["memory_add"], r["ops"]["session_search"]
+        calls = add["count"] + search["count"]
+        lines.append(
+            f"| {r['backend']} | {r['servers']} | {r['clients']} | {calls:,} | "
+            f"{r['acknowledged_writes']:,} | **{r['lost_writes']}** | {r['errors']} | "
+            f"{add['p50_ms']:.0f} / {add['p95_ms']:.0f} / {add['p99_ms']:.0f} | "
+            f"{search['p50_ms']:.0f} / {search['p95_ms']:.0f} / {search['p99_ms']:.0f} |"
+        )
+    return lines
+
+
 def render(result: dict[str, Any], summary: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
-        "# Hardening: fault injection and fuzzing",
+        "# Hardening: fault injection, fuzzing and load",
         "",
         f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC with `python benchmarks/hardening.py "
         f"--examples {args.examples}`; load average before {result['load_before']}, after "
@@ -177,11 +226,19 @@ def render(result: dict[str, Any], summary: dict[str, Any], args: argparse.Names
     ]
     for target, count in summary["fuzz"].items():
         lines.append(f"| {target} | {count:,} |")
+    if result.get("load"):
+        lines += render_load(result["load"], args)
     lines += ["", "## Findings", ""]
     if result["failed_tests"]:
         lines += [f"- failing: `{name}`" for name in result["failed_tests"]]
     else:
         lines.append("- No test failed: no loss, no traceback, no unhandled error.")
+    for r in result.get("load", []):
+        if r["lost_writes"] or r["errors"]:
+            lines.append(
+                f"- MCP load on {r['backend']} with {r['servers']} server(s): "
+                f"{r['lost_writes']} lost writes, {r['errors']} errors."
+            )
     if result["skipped_tests"]:
         lines += [f"- skipped (environment): `{name}`" for name in result["skipped_tests"]]
     lines.append("")
@@ -193,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=5000, help="fuzz inputs per target")
     parser.add_argument("--quick", action="store_true", help="300 inputs per target")
     parser.add_argument("--output", type=Path, default=None, help="write the Markdown here")
+    parser.add_argument(
+        "--load-seconds", type=float, default=20.0, help="MCP load duration (0 = no load run)"
+    )
+    parser.add_argument("--clients", type=int, default=16, help="concurrent MCP clients")
+    parser.add_argument("--dsn", default=None, help="also load the MCP server on PostgreSQL")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments")
     args = parser.parse_args(argv)
     if args.quick:
@@ -200,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     before = load()
     result = run_suites(args.examples, args.pytest_args)
     result.update(load_before=before, load_after=load())
+    result["load"] = (
+        run_load(args.load_seconds, args.clients, args.dsn) if args.load_seconds > 0 else []
+    )
     summary = summarise(result["figures"])
     log("")
     log(f"faults: {summary['fault_runs']:,} runs, {summary['acked']:,} acknowledged writes, "
@@ -219,7 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(render(result, summary, args), encoding="utf-8")
         log(f"wrote {args.output}")
-    return 0 if result["exit_status"] == 0 and summary["lost"] == 0 else 1
+    for r in result["load"]:
+        log(
+            f"mcp load ({r['backend']}, {r['servers']} server(s), {r['clients']} clients): "
+            f"{r['acknowledged_writes']:,} acknowledged writes, {r['lost_writes']} lost, "
+            f"{r['errors']} errors"
+        )
+    load_ok = all(r["lost_writes"] == 0 and not r["errors"] for r in result["load"])
+    return 0 if result["exit_status"] == 0 and summary["lost"] == 0 and load_ok else 1
 
 
 if __name__ == "__main__":
