@@ -22,15 +22,9 @@ from typing import Any
 
 import pytest
 
+from helpers import record
+
 WORKER = Path(__file__).parent / "workers" / "fault_worker.py"
-
-
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
 
 
 @functools.cache
@@ -155,7 +149,8 @@ def test_read_only_home_refuses_writes_and_still_reads(tmp_path: Path) -> None:
     add, listing, search = report["cli"]
     _assert_cli_said(add, "read-only file system")
     assert listing["code"] == 0 and "seed entry 2" in listing["stdout"]
-    _assert_cli_said(search, "read-only file system")
+    # `memstrata search` only reads: it falls back to a read-only store and answers.
+    assert search["code"] == 0 and "seed" in search["stdout"], search
     assert all(report["unchanged"].values()), report["unchanged"]
     assert report["entries_after"] == report["acked_entries"]
     assert report["messages_after"] == report["acked_messages"]

@@ -18,12 +18,12 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import record
 from memstrata import FileMemory, SessionStore
 from memstrata.errors import (
     CuratedMemoryError,
@@ -40,14 +40,6 @@ from memstrata.tools import Toolbox
 SESSIONS = 4
 PER_SESSION = 30
 PAGE = 4096
-
-
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
 
 
 def _build_db(path: Path) -> list[str]:

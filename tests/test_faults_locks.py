@@ -9,29 +9,20 @@ change is gone, and every acknowledged write is intact.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers import record
 from memstrata import FileMemory, SessionStore, fileio
 from memstrata.config import Config
 from memstrata.errors import DatabaseBusyError, LockTimeoutError
 
 WORKER = Path(__file__).parent / "workers" / "fault_worker.py"
-
-
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
 
 
 def _start(*args: str, ready: str) -> subprocess.Popen[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sqlite3
@@ -14,8 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from helpers import make_config
 from memstrata.cli import cli
-from memstrata.config import DEFAULTS, Config
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.forget import forget, plan_forget
 from memstrata.search import session_search
@@ -45,15 +44,6 @@ INDEX_PROBES = {
     "messages_fts_trigram": '"zqx"',
     "messages_fts_cjk": '"暗号"',
 }
-
-
-def make_config(home: Path, server: FakeLLMServer | None = None) -> Config:
-    values = copy.deepcopy(DEFAULTS)
-    if server is not None:
-        values["llm"].update(
-            model="fake-summary", base_url=server.base_url, api_key="test", max_retries=0
-        )
-    return Config(home=home, values=values)
 
 
 @pytest.fixture

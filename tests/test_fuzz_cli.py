@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import report_inputs
 from memstrata import FileMemory, SessionStore
 from memstrata.cli import COMMANDS, cli
 from memstrata.cli.common import run_cli
@@ -33,19 +33,10 @@ STRESS_EXAMPLES = int(os.environ.get("MEMSTRATA_TEST_FUZZ_EXAMPLES", "5000")) //
 INPUTS: Counter[str] = Counter()
 
 
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report_inputs() -> Iterator[None]:
     yield
-    for target, count in sorted(INPUTS.items()):
-        record(kind="fuzz", target=target, inputs=count, file="test_fuzz_cli.py")
+    report_inputs(INPUTS, "test_fuzz_cli.py")
 
 
 def _available(name: str) -> bool:

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import report_inputs
 from memstrata import (
     SessionStore,
     StreamingContextScrubber,
@@ -44,19 +45,10 @@ STRESS_EXAMPLES = int(os.environ.get("MEMSTRATA_TEST_FUZZ_EXAMPLES", "5000"))
 INPUTS: Counter[str] = Counter()
 
 
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report_inputs() -> Iterator[None]:
     yield
-    for target, count in sorted(INPUTS.items()):
-        record(kind="fuzz", target=target, inputs=count, file="test_fuzz_text.py")
+    report_inputs(INPUTS, "test_fuzz_text.py")
 
 
 # -- the query sanitiser -------------------------------------------------------------------

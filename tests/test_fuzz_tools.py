@@ -21,8 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import report_inputs
 from memstrata import FileMemory, SessionStore
 from memstrata.memory_tool import MemoryTool
+from memstrata.search_tool import SCHEMA as SEARCH_SCHEMA
 from memstrata.search_tool import SessionSearchTool
 from memstrata.tools import Toolbox, dispatch_tool
 
@@ -33,14 +35,6 @@ UNEXPECTED = "failed unexpectedly"
 # Inputs per target in the stress runs (benchmarks/hardening.py sets it).
 STRESS_EXAMPLES = int(os.environ.get("MEMSTRATA_TEST_FUZZ_EXAMPLES", "5000"))
 INPUTS: Counter[str] = Counter()
-
-
-def record(**figures: Any) -> None:
-    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
-    log = os.environ.get("MEMSTRATA_TEST_HARDENING_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as out:
-            out.write(json.dumps(figures) + "\n")
 
 
 _huge = st.builds(
@@ -65,20 +59,8 @@ _junk = st.recursive(
     max_leaves=12,
 )
 _memory_keys = st.sampled_from(["action", "target", "content", "old_text", "operations"])
-_search_keys = st.sampled_from(
-    [
-        "query",
-        "limit",
-        "role_filter",
-        "source",
-        "since",
-        "until",
-        "session_id",
-        "around_message_id",
-        "window",
-        "summarize",
-    ]
-)
+# Every argument the schema declares, so a new one is fuzzed as soon as it exists.
+_search_keys = st.sampled_from(sorted(SEARCH_SCHEMA["function"]["parameters"]["properties"]))
 _operation = st.dictionaries(_memory_keys, _junk, max_size=4) | _junk
 
 
@@ -116,8 +98,7 @@ def toolbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toolbox]:
 @pytest.fixture(scope="module", autouse=True)
 def _report_inputs() -> Iterator[None]:
     yield
-    for target, count in sorted(INPUTS.items()):
-        record(kind="fuzz", target=target, inputs=count, file="test_fuzz_tools.py")
+    report_inputs(INPUTS, "test_fuzz_tools.py")
 
 
 def _check(reply: str, args: Any) -> dict[str, Any]:

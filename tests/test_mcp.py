@@ -267,19 +267,23 @@ def test_http_lists_tools_adds_memory_and_searches(
     run(main)
 
 
-def test_two_http_processes_share_one_home(memstrata_home: Path) -> None:
-    """Two server processes on one home, several clients each writing at once: every
-    acknowledged memory write is in USER.md."""
-    memstrata_home.joinpath("config.toml").write_text(
-        "[memory]\nuser_char_limit = 100000\n", encoding="utf-8"
-    )
-    servers = [HttpServer(memstrata_home), HttpServer(memstrata_home)]
+def write_from_every_server(
+    servers: list[HttpServer],
+    prefix: str,
+    *,
+    first: Callable[[], Awaitable[None]] | None = None,
+) -> list[str]:
+    """Two clients per server add four user entries each, all at once (after ``first``).
+
+    Returns the entries whose write was acknowledged; the servers are stopped and must
+    not have printed a traceback.
+    """
     acknowledged: list[str] = []
 
     async def writer(url: str, tag: str) -> None:
         async with Client(url) as client:
             for i in range(4):
-                token = f"fact-{tag}-{i}"
+                token = f"{prefix}-{tag}-{i}"
                 result = await client.call_tool(
                     "memory", {"action": "add", "target": "user", "content": token}
                 )
@@ -287,6 +291,8 @@ def test_two_http_processes_share_one_home(memstrata_home: Path) -> None:
                     acknowledged.append(token)
 
     async def main() -> None:
+        if first is not None:
+            await first()
         async with anyio.create_task_group() as tg:
             for n, server in enumerate(servers):
                 for c in range(2):
@@ -295,8 +301,19 @@ def test_two_http_processes_share_one_home(memstrata_home: Path) -> None:
     try:
         run(main)
     finally:
-        errors = [s.stop() for s in servers]
+        errors = [server.stop() for server in servers]
     assert all("Traceback" not in e for e in errors), errors
+    return acknowledged
+
+
+def test_two_http_processes_share_one_home(memstrata_home: Path) -> None:
+    """Two server processes on one home, several clients each writing at once: every
+    acknowledged memory write is in USER.md."""
+    memstrata_home.joinpath("config.toml").write_text(
+        "[memory]\nuser_char_limit = 100000\n", encoding="utf-8"
+    )
+    servers = [HttpServer(memstrata_home), HttpServer(memstrata_home)]
+    acknowledged = write_from_every_server(servers, "fact")
     assert len(acknowledged) == 16
     text = (memstrata_home / "memories" / "USER.md").read_text(encoding="utf-8")
     assert [t for t in acknowledged if t not in text] == []
@@ -472,31 +489,12 @@ def run_on_dsn(home: Path, postgres: Any, config: Any, namespace: str) -> None:
     args = ("--dsn", PG_DSN, "--namespace", namespace)
     env = {"MEMSTRATA_MEMORY__USER_CHAR_LIMIT": "100000"}
     servers = [HttpServer(home, *args, **env), HttpServer(home, *args, **env)]
-    acknowledged: list[str] = []
 
-    async def writer(url: str, tag: str) -> None:
-        async with Client(url) as client:
-            for i in range(4):
-                token = f"pg-fact-{tag}-{i}"
-                result = await client.call_tool(
-                    "memory", {"action": "add", "target": "user", "content": token}
-                )
-                if payload(result)["success"]:
-                    acknowledged.append(token)
-
-    async def main() -> None:
+    async def first() -> None:
         async with Client(servers[0].url) as client:
             await exercise(client, None, "pu-erh")
-        async with anyio.create_task_group() as tg:
-            for n, server in enumerate(servers):
-                for c in range(2):
-                    tg.start_soon(writer, server.url, f"{n}{c}")
 
-    try:
-        run(main)
-    finally:
-        errors = [s.stop() for s in servers]
-    assert all("Traceback" not in e for e in errors), errors
+    acknowledged = write_from_every_server(servers, "pg-fact", first=first)
     assert not (home / "memories" / "USER.md").exists()
     memory = postgres.PostgresMemory(PG_DSN, namespace=namespace, config=config)
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,8 @@ from click.testing import CliRunner
 
 psycopg = pytest.importorskip("psycopg")
 
+from helpers import PG_DSN as DSN  # noqa: E402
+from helpers import drop_namespace  # noqa: E402
 from memstrata.cli import cli  # noqa: E402
 from memstrata.memory import FileMemory  # noqa: E402
 from memstrata.migrate import migrate_home  # noqa: E402
@@ -23,14 +24,7 @@ from memstrata.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 T0 = 1_767_225_600.0
-
-
-def drop_namespace(namespace: str) -> None:
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        for table in ("summary_cache", "state_meta", "curated_memory", "messages", "sessions"):
-            conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (namespace,))
 
 
 @pytest.fixture

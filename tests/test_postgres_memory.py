@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,10 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
+from helpers import PG_DSN as DSN  # noqa: E402
+from helpers import drop_namespace  # noqa: E402
+from memstrata.backends import open_memory  # noqa: E402
+from memstrata.config import Config  # noqa: E402
 from memstrata.errors import (  # noqa: E402
     ConfigError,
     CuratedMemoryError,
@@ -26,25 +32,20 @@ from memstrata.errors import (  # noqa: E402
     StorageError,
 )
 from memstrata.memory import FileMemory  # noqa: E402
+from memstrata.memory_core import CuratedMemory  # noqa: E402
 from memstrata.memory_tool import MemoryTool  # noqa: E402
 from memstrata.postgres.memory import PostgresMemory  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-def _drop(namespace: str) -> None:
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute("DELETE FROM curated_memory WHERE namespace = %s", (namespace,))
 
 
 @pytest.fixture
 def namespace() -> Iterator[str]:
     name = f"t-mem-{uuid.uuid4().hex[:12]}"
     yield name
-    _drop(name)
+    drop_namespace(name)
 
 
 @pytest.fixture
@@ -173,7 +174,7 @@ def test_namespaces_do_not_share_memory(pg: PostgresMemory) -> None:
                 pg.remove("user", "other tenant")
             assert other.entries("user") == ["Belongs to the other tenant."]
     finally:
-        _drop(other_ns)
+        drop_namespace(other_ns)
 
 
 def test_scanner_blocks_a_poisoned_row_in_the_snapshot(pg: PostgresMemory, namespace: str) -> None:
@@ -207,15 +208,21 @@ def test_a_hand_edited_row_is_refused_and_left_unchanged(
     assert pg.add("memory", "Third fact.").changed
 
 
+@contextmanager
+def _row_locked(namespace: str) -> Iterator[Any]:
+    """A connection of another machine holding the ``memory`` row lock (until rollback)."""
+    with psycopg.connect(DSN) as holder:
+        holder.execute(
+            "SELECT 1 FROM curated_memory WHERE namespace = %s AND target = 'memory' FOR UPDATE",
+            (namespace,),
+        )
+        yield holder
+
+
 def test_a_held_row_lock_times_out_with_a_clear_error(namespace: str) -> None:
     with PostgresMemory(DSN, namespace=namespace, lock_timeout=0.3) as memory:
         memory.add("memory", "Seed.")
-        with psycopg.connect(DSN) as holder:
-            holder.execute(
-                "SELECT 1 FROM curated_memory WHERE namespace = %s AND target = 'memory' "
-                "FOR UPDATE",
-                (namespace,),
-            )
+        with _row_locked(namespace) as holder:
             started = time.monotonic()
             with pytest.raises(LockTimeoutError, match=r"raise memory\.lock_timeout"):
                 memory.add("memory", "Blocked.")
@@ -227,12 +234,7 @@ def test_a_held_row_lock_times_out_with_a_clear_error(namespace: str) -> None:
 def test_a_writer_waits_for_the_lock_instead_of_losing_the_other_write(namespace: str) -> None:
     with PostgresMemory(DSN, namespace=namespace, lock_timeout=10) as memory:
         memory.add("memory", "Seed.")
-        with psycopg.connect(DSN) as holder:
-            holder.execute(
-                "SELECT 1 FROM curated_memory WHERE namespace = %s AND target = 'memory' "
-                "FOR UPDATE",
-                (namespace,),
-            )
+        with _row_locked(namespace) as holder:
             done: list[Any] = []
             writer = threading.Thread(target=lambda: done.append(memory.add("memory", "Late.")))
             writer.start()
@@ -257,8 +259,33 @@ def test_bad_configuration_is_refused(namespace: str) -> None:
         PostgresMemory("postgresql://127.0.0.1:1/test", namespace=namespace)
 
 
+def test_open_memory_takes_an_actor_on_both_backends(
+    namespace: str, memstrata_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``open_memory(config, actor=...)`` works on files and rows; both are CuratedMemory."""
+    config = Config.load(memstrata_home)
+    on_files = open_memory(config, actor="cli")
+    assert isinstance(on_files, FileMemory) and isinstance(on_files, CuratedMemory)
+    on_files.add("user", "Likes tea.")
+    assert on_files.history.list()[0].who == "cli"
+
+    environ = {"MEMSTRATA_STORE__DSN": DSN, "MEMSTRATA_STORE__NAMESPACE": namespace}
+    on_rows = open_memory(Config.load(memstrata_home, environ=environ), actor="cli")
+    try:
+        assert isinstance(on_rows, PostgresMemory) and isinstance(on_rows, CuratedMemory)
+        with caplog.at_level(logging.INFO, logger="memstrata.postgres.memory"):
+            on_rows.add("user", "Likes tea.")
+            with on_rows.attributed("curator", "merged"):
+                on_rows.add("user", "Lives in Lyon.")
+        authors = [r.getMessage() for r in caplog.records]
+        assert authors[0].endswith("by cli"), authors
+        assert authors[1].endswith("by curator (merged)"), authors
+    finally:
+        on_rows.close()
+
+
 def test_memory_tool_works_over_postgres(pg: PostgresMemory) -> None:
-    tool = MemoryTool(memory=pg)  # type: ignore[arg-type]
+    tool = MemoryTool(memory=pg)
     saved = tool.handle({"action": "add", "target": "user", "content": "Likes tea."})
     assert saved["success"] is True and saved["done"] is True
     read = tool.handle({"action": "read", "target": "user"})

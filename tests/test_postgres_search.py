@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +11,8 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from memstrata.config import DEFAULTS, Config  # noqa: E402
+from helpers import PG_DSN as DSN  # noqa: E402
+from helpers import drop_namespace, make_config  # noqa: E402
 from memstrata.errors import SessionNotFoundError, SessionStoreError  # noqa: E402
 from memstrata.postgres import PostgresSessionStore  # noqa: E402
 from memstrata.search import session_search  # noqa: E402
@@ -22,15 +21,7 @@ from memstrata.testing import FakeLLMServer, Reply  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 START = 1_767_225_600.0
-
-
-def drop_namespace(namespace: str) -> None:
-    """Remove every row of ``namespace`` (messages go with their sessions)."""
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        for table in ("summary_cache", "state_meta", "curated_memory", "messages", "sessions"):
-            conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (namespace,))
 
 
 @pytest.fixture
@@ -54,15 +45,6 @@ def server() -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as fake:
         fake.set_default(Reply.text("They raised worker_connections to 4096 in nginx."))
         yield fake
-
-
-def make_config(home: Path, server: FakeLLMServer | None = None) -> Config:
-    values = copy.deepcopy(DEFAULTS)
-    if server is not None:
-        values["llm"].update(
-            model="fake-summary", base_url=server.base_url, api_key="test", max_retries=0
-        )
-    return Config(home=home, values=values)
 
 
 def add_session(store: Any, sid: str, texts: list[str], *, start: float, **kwargs: Any) -> None:

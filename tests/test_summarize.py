@@ -95,6 +95,40 @@ def test_cached_jobs_send_nothing_and_new_ones_are_cached(
     assert cache_get(store, job("b")) == "Recall note."
 
 
+class DictCache:
+    """A summary cache of another backend: a dict keyed by tip and query."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple[str, str], str] = {}
+
+    def get(self, job: SummaryJob) -> str | None:
+        return self.kept.get((job.tip_session_id, normalize_query(job.query)))
+
+    def put(self, job: SummaryJob, summary: str, model: str) -> bool:
+        self.kept[(job.tip_session_id, normalize_query(job.query))] = summary
+        return True
+
+
+def test_a_given_cache_replaces_the_store_table(
+    store: SessionStore, server: FakeLLMServer, client: OpenAIClient
+) -> None:
+    """``cache=`` is read and written instead of the store; without both, nothing is kept."""
+    cache = DictCache()
+    cache.kept[("a", "q")] = "from the other backend"
+    outcomes = summarize_all(None, client, [job("a"), job("b")], cache=cache)
+    assert [(o.summary, o.origin) for o in outcomes] == [
+        ("from the other backend", "cache"),
+        ("Recall note.", "model"),
+    ]
+    assert cache.kept[("b", "q")] == "Recall note."
+    assert len(server.chat_requests) == 1
+    # The store's own table was neither read nor written.
+    assert cache_get(store, job("b")) is None
+    again = summarize_all(None, client, [job("b")])
+    assert [(o.summary, o.origin) for o in again] == [("Recall note.", "model")]
+    assert len(server.chat_requests) == 2
+
+
 def test_concurrency_is_bounded_and_clamped_to_five(
     store: SessionStore, server: FakeLLMServer, client: OpenAIClient
 ) -> None:

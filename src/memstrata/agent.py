@@ -30,8 +30,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from memstrata.agent_turn import (
     Pricing,
@@ -47,13 +46,14 @@ from memstrata.agent_turn import (
     user_api_content,
     without_api_content,
 )
+from memstrata.closing import Closing
 from memstrata.compress import CompressionResult, ContextCompressor, estimate_tokens
 from memstrata.config import Config
 from memstrata.errors import SessionStoreError
 from memstrata.fencing import StreamingContextScrubber, build_memory_context_block
 from memstrata.llm.types import Completion, LLMClient, TokenUsage, ToolCall
 from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
+from memstrata.memory_core import CuratedMemory
 from memstrata.prompt import PromptBuilder, PromptContext
 from memstrata.remember_tool import RememberTool
 from memstrata.search_tool import SessionSearchTool
@@ -73,7 +73,7 @@ INTERRUPTED_RESULT: Final = "Not run: the turn was interrupted before this tool 
 TOOL_LIMIT_NOTE: Final = "[Stopped: the model kept calling tools past the limit of {limit} rounds.]"
 
 
-class Agent:
+class Agent(Closing):
     """A chat agent with layered memory over any OpenAI-compatible model.
 
     Example::
@@ -146,7 +146,7 @@ class Agent:
         self._owns_store = store is None
         self.store = store if store is not None else SessionStore(config=self.config)
         self.manager = manager if manager is not None else MemoryManager.from_config(self.config)
-        self.memory: FileMemory = self.manager.memory
+        self.memory: CuratedMemory = self.manager.memory
         self.toolbox = toolbox if toolbox is not None else Toolbox()
         self.search_tool: SessionSearchTool | None = None
         if "session_search" not in self.toolbox:
@@ -189,17 +189,10 @@ class Agent:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def __enter__(self) -> Agent:
+    def __enter__(self) -> Self:
+        # Unlike a store, an agent also starts its session on entry; exit closes it.
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def start(self) -> str:
         """Initialise the providers and open the session (resumed when it exists).

@@ -19,7 +19,7 @@ from memstrata.config import Config
 from memstrata.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
     from memstrata.store import SessionStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -68,15 +68,19 @@ def open_store(config: Config | None = None, **options: Any) -> SessionStore:
     return store
 
 
-def open_memory(config: Config | None = None, **options: Any) -> FileMemory:
-    """The curated memory the configuration names (MEMORY.md/USER.md or PostgreSQL rows)."""
+def open_memory(config: Config | None = None, **options: Any) -> CuratedMemory:
+    """The curated memory the configuration names (MEMORY.md/USER.md or PostgreSQL rows).
+
+    Options go to the constructor; both backends take ``actor`` (who writes made outside
+    ``attributed`` are attributed to) and the limit overrides.
+    """
     cfg = config if config is not None else Config.load()
     dsn = postgres_dsn(cfg)
     if dsn is None:
         from memstrata.memory import FileMemory
 
         return FileMemory(cfg.home, config=cfg, **options)
-    memory: FileMemory = _postgres().PostgresMemory(
+    memory: CuratedMemory = _postgres().PostgresMemory(
         dsn, namespace=str(cfg.get("store.namespace")), config=cfg, **options
     )
     return memory

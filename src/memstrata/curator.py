@@ -55,7 +55,8 @@ from memstrata.errors import (
     MemstrataError,
 )
 from memstrata.llm.types import LLMClient
-from memstrata.memory import FileMemory, Target
+from memstrata.memory import Target, memory_and_config
+from memstrata.memory_core import CuratedMemory
 from memstrata.memory_format import FILE_NAMES, TARGETS
 
 logger = logging.getLogger(__name__)
@@ -152,17 +153,15 @@ class Curator:
 
     def __init__(
         self,
-        memory: FileMemory | None = None,
+        memory: CuratedMemory | None = None,
         *,
         config: Config | None = None,
         client: LLMClient | None = None,
         use_model: bool | None = None,
         checkpoint: Checkpoint | None = None,
     ) -> None:
-        if config is None:
-            config = Config.load(memory.home if memory is not None else None)
-        self.config = config
-        self.memory = memory if memory is not None else FileMemory(config.home, config=config)
+        self.memory, self.config = memory_and_config(memory, config)
+        config = self.config
         share = float(config.get("curator.budget_share"))
         if not 0.1 <= share <= 1.0:
             raise CuratedMemoryError(

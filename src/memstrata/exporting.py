@@ -35,7 +35,7 @@ from memstrata.memory_format import FILE_NAMES, TARGETS, serialize
 
 if TYPE_CHECKING:
     from memstrata.importing.store_api import ExportStore
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "all_session_ids", "export_memory", "export_sessions"]
 
@@ -115,7 +115,7 @@ def export_sessions(
     return len(sessions)
 
 
-def export_memory(memory: FileMemory, folder: Path | str) -> list[Path]:
+def export_memory(memory: CuratedMemory, folder: Path | str) -> list[Path]:
     """Write the live ``MEMORY.md`` and ``USER.md`` entries into ``folder``; return the files.
 
     The entries are read through ``memory`` (so a PostgreSQL-backed memory exports too)

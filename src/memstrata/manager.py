@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 from memstrata.background import BackgroundQueue, ShutdownReport
 from memstrata.config import Config
 from memstrata.errors import ConfigError, ProviderError
+from memstrata.memory import memory_and_config
 from memstrata.providers import (
     BUILTIN_PROVIDER_NAME,
     BuiltinMemoryProvider,
@@ -40,7 +41,7 @@ from memstrata.providers import (
 )
 
 if TYPE_CHECKING:
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class MemoryManager:
     def __init__(
         self,
         *,
-        memory: FileMemory | None = None,
+        memory: CuratedMemory | None = None,
         config: Config | None = None,
         external_prefetch_timeout: float = DEFAULT_PREFETCH_TIMEOUT,
         sync_drain_timeout: float = DEFAULT_SYNC_DRAIN_TIMEOUT,
@@ -102,12 +103,7 @@ class MemoryManager:
         ):
             if not value > 0:
                 raise ConfigError(f"{label} must be a positive number of seconds, got {value}.")
-        if config is None:
-            config = Config.load(memory.home if memory is not None else None)
-        if memory is None:
-            from memstrata.memory import FileMemory
-
-            memory = FileMemory(config.home, config=config)
+        memory, config = memory_and_config(memory, config)
         self.config = config
         self.memory = memory
         self.external_prefetch_timeout = float(external_prefetch_timeout)
@@ -129,7 +125,7 @@ class MemoryManager:
 
     @classmethod
     def from_config(
-        cls, config: Config | None = None, *, memory: FileMemory | None = None, **kwargs: Any
+        cls, config: Config | None = None, *, memory: CuratedMemory | None = None, **kwargs: Any
     ) -> MemoryManager:
         """A manager with the external provider named by ``memory.provider`` (if any).
 

@@ -157,6 +157,12 @@ class _SamplingBase(ABC):
     def _answer(self, request: SamplingRequest, timeout: float | None) -> tuple[str, str]:
         """The client's answer to one request: ``(text, model)``; LLMError if none."""
 
+    # Deliberately empty, not abstract: only the two-round client refuses requests.
+    def _intercept(  # noqa: B027
+        self, messages: Sequence[Message], *, max_tokens: int | None, temperature: float | None
+    ) -> None:
+        """Called first by :meth:`complete`; raise to refuse the request (default: no-op)."""
+
     def _fallback_client(self) -> LLMClient | None:
         with self._lock:
             if not self._fallback_built:
@@ -176,6 +182,7 @@ class _SamplingBase(ABC):
         stream: bool = False,
     ) -> Completion:
         """Ask the client's model; on failure ask the configured summary model."""
+        self._intercept(messages, max_tokens=max_tokens, temperature=temperature)
         if tools:
             # Sampling with tools needs a capability summaries never use.
             raise LLMError("The MCP client's model is used for summaries only, not tool calls.")
@@ -266,30 +273,16 @@ class SamplingRound(_SamplingBase):
         """True on the first call, which records requests instead of answering them."""
         return self.answers is None
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema] | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        timeout: float | None = None,
-        stream: bool = False,
-    ) -> Completion:
-        """Record (first call) or answer (retry) one summary request."""
+    def _intercept(
+        self, messages: Sequence[Message], *, max_tokens: int | None, temperature: float | None
+    ) -> None:
+        # The first call records every request and refuses it before the fallback model
+        # could answer it: the server then asks the client instead.
         if self.collecting:
             request = to_sampling_request(messages, max_tokens=max_tokens, temperature=temperature)
             with self._lock:
                 self.asked[request.key] = request
             raise LLMError("The summary is being asked of the MCP client's model.")
-        return super().complete(
-            messages,
-            tools=tools,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            timeout=timeout,
-            stream=stream,
-        )
 
     def _answer(self, request: SamplingRequest, timeout: float | None) -> tuple[str, str]:
         text = (self.answers or {}).get(request.key)

@@ -31,7 +31,8 @@ from memstrata.errors import (
     NoMatchError,
     ToolArgumentError,
 )
-from memstrata.memory import FileMemory, Target, WriteResult
+from memstrata.memory import Target, WriteResult, memory_and_config
+from memstrata.memory_core import CuratedMemory
 from memstrata.tools import describe_type, error_response, optional_str, shorten
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ _CONSOLIDATION_FAILURES: Final = (MemoryFullError, NoMatchError)
 
 
 class MemoryTool:
-    """The ``memory`` tool over one :class:`FileMemory`, with a per-turn failure cap.
+    """The ``memory`` tool over one curated memory (any backend), with a per-turn failure cap.
 
     ``approval`` is the queue that writes are staged to instead of being saved; by
     default it exists exactly when ``memory.write_approval`` is on. Call
@@ -159,16 +160,14 @@ class MemoryTool:
 
     def __init__(
         self,
-        memory: FileMemory | None = None,
+        memory: CuratedMemory | None = None,
         *,
         config: Config | None = None,
         approval: PendingWrites | None = None,
         max_consolidation_failures: int | None = None,
     ) -> None:
-        if config is None:
-            config = Config.load(memory.home if memory is not None else None)
-        self.config = config
-        self.memory = memory if memory is not None else FileMemory(config.home, config=config)
+        self.memory, self.config = memory_and_config(memory, config)
+        config = self.config
         if approval is None and config.get("memory.write_approval"):
             approval = PendingWrites(self.memory.home)
         self.approval = approval

@@ -35,7 +35,7 @@ from memstrata import fileio
 from memstrata.config import Config, memstrata_home
 from memstrata.errors import ImportDataError, UnreadableFileError
 from memstrata.memory_format import FILE_NAMES, TARGETS
-from memstrata.postgres.codec import pg_text, to_pg_content
+from memstrata.postgres.codec import MESSAGE_COLUMNS, pg_text, to_pg_content
 from memstrata.postgres.messages import cjk_vector
 from memstrata.postgres.store import PostgresSessionStore
 from memstrata.store import DB_FILENAME
@@ -48,20 +48,9 @@ Progress = Callable[[str, int, int], None]
 # Message rows sent per statement batch: large enough to amortise round trips, small
 # enough that one huge session does not hold a giant transaction in memory at once.
 BATCH = 1_000
-_MESSAGE_COLUMNS = (
-    "role",
-    "content",
-    "tool_call_id",
-    "tool_calls",
-    "tool_name",
-    "timestamp",
-    "token_count",
-    "finish_reason",
-    "reasoning",
-    "api_content",
-    "active",
-    "compacted",
-)
+# Every message column but the two ids: the target numbers its own rows and the session
+# id is given per session.
+_MESSAGE_COLUMNS = tuple(c for c in MESSAGE_COLUMNS if c not in ("id", "session_id"))
 # count, newest timestamp, live rows, compacted rows: a session re-archived or grown
 # since the last run differs in one of them.
 _FINGERPRINT = (

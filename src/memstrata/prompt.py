@@ -38,7 +38,7 @@ from memstrata.scanner import scan_for_threats
 
 if TYPE_CHECKING:
     from memstrata.manager import MemoryManager
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class PromptContext:
     system_message: str | None = None
     cwd: Path | None = None
     context_files: Sequence[Path] | None = None
-    memory: FileMemory | None = None
+    memory: CuratedMemory | None = None
     manager: MemoryManager | None = None
     platform: str = "cli"
     now: datetime = field(default_factory=datetime.now)

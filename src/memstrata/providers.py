@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from memstrata.errors import CuratedMemoryError, MemstrataError, ProviderError
 
 if TYPE_CHECKING:
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
     from memstrata.memory_tool import MemoryTool
 
 logger = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ class BuiltinMemoryProvider(MemoryProvider):
     name: ClassVar[str] = BUILTIN_PROVIDER_NAME
     description: ClassVar[str] = "MEMORY.md and USER.md with the memory tool"
 
-    def __init__(self, memory: FileMemory, *, tool: MemoryTool | None = None) -> None:
+    def __init__(self, memory: CuratedMemory, *, tool: MemoryTool | None = None) -> None:
         self.memory = memory
         self._tool = tool
         self.session_id = ""

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, cast
 
 from memstrata import (
@@ -33,6 +32,7 @@ from memstrata import (
     store_sessions,
     titles,
 )
+from memstrata.closing import Closing
 from memstrata.config import Config, ensure_home
 from memstrata.database import Database, Durability
 from memstrata.errors import (
@@ -51,7 +51,7 @@ _TOKEN_COLUMNS = (
 )
 
 
-class SessionStore:
+class SessionStore(Closing):
     """The L2 session store on SQLite (``$MEMSTRATA_HOME/state.db`` by default).
 
     ``durability`` overrides ``store.durability`` ("normal": WAL with
@@ -112,17 +112,6 @@ class SessionStore:
     def close(self) -> None:
         """Close every connection (idempotent)."""
         self._db.close()
-
-    def __enter__(self) -> SessionStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def read_conn(self) -> AbstractContextManager[sqlite3.Connection]:
         """Lend a reader connection (rows are ``sqlite3.Row``, SQL functions registered)."""

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Protocol
 
 from memstrata.errors import LLMError, StorageError
 from memstrata.llm.types import LLMClient
@@ -145,6 +146,45 @@ def cache_put(store: SessionStore, job: SummaryJob, summary: str, model: str) ->
     return True
 
 
+class SummaryCache(Protocol):
+    """Where :func:`summarize_all` looks summaries up and keeps the new ones."""
+
+    def get(self, job: SummaryJob) -> str | None:
+        """The cached summary for ``job``, or None."""
+        ...
+
+    def put(self, job: SummaryJob, summary: str, model: str) -> bool:
+        """Keep a summary; False when it could not be written (caching is best effort)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoreSummaryCache:
+    """The ``summary_cache`` table of a SQLite :class:`SessionStore`."""
+
+    store: SessionStore
+
+    def get(self, job: SummaryJob) -> str | None:
+        """The cached summary for ``job``, or None."""
+        return cache_get(self.store, job)
+
+    def put(self, job: SummaryJob, summary: str, model: str) -> bool:
+        """Keep a summary; False when the store is read-only."""
+        return cache_put(self.store, job, summary, model)
+
+
+class NoSummaryCache:
+    """No cache: every job goes to the model and nothing is kept."""
+
+    def get(self, job: SummaryJob) -> str | None:
+        """Nothing is cached."""
+        return None
+
+    def put(self, job: SummaryJob, summary: str, model: str) -> bool:
+        """Nothing is kept."""
+        return False
+
+
 # -------------------------------------------------------------------------- summaries
 
 
@@ -191,24 +231,29 @@ def _close_later(pool: ThreadPoolExecutor, client: LLMClient | None) -> None:
 
 
 def summarize_all(
-    store: SessionStore,
+    store: SessionStore | None,
     client: LLMClient,
     jobs: Sequence[SummaryJob],
     *,
     max_concurrency: int = 3,
     timeout: float = 90.0,
     close_client: bool = False,
+    cache: SummaryCache | None = None,
 ) -> list[SummaryOutcome]:
     """Summarise ``jobs`` (cache first), at most ``max_concurrency`` at once.
 
     ``timeout`` bounds the whole batch: summaries not done by then are reported as timed
     out and the caller moves on. Never raises for a model failure; each outcome carries
     its own error. With ``close_client`` the client is closed when the calls are done.
+    ``cache`` is where summaries are looked up and kept: by default the ``store``'s own
+    table (no cache at all when ``store`` is None too); another backend passes its own.
     """
+    if cache is None:
+        cache = StoreSummaryCache(store) if store is not None else NoSummaryCache()
     outcomes: list[SummaryOutcome | None] = [None] * len(jobs)
     todo: list[int] = []
     for i, job in enumerate(jobs):
-        cached = cache_get(store, job)
+        cached = cache.get(job)
         if cached is not None:
             outcomes[i] = SummaryOutcome(cached, "cache")
         else:
@@ -247,7 +292,7 @@ def summarize_all(
         except Exception as exc:  # a summary must never break recall itself
             outcomes[i] = SummaryOutcome(None, "none", f"{type(exc).__name__}: {exc}")
             continue
-        cache_put(store, jobs[i], text, model)
+        cache.put(jobs[i], text, model)
         outcomes[i] = SummaryOutcome(text, "model", seconds=seconds)
     if pending:
         _close_later(pool, client if close_client else None)

@@ -71,10 +71,11 @@ def _cell(value: Any) -> str:
     return "" if value is None else " ".join(str(value).split("\t")).replace("\n", " ")
 
 
-def progress_bar() -> Progress:
+def progress_bar(*, hidden: bool = False) -> Progress:
     """A transient progress bar on stderr (stdout stays clean for ``--json`` and pipes).
 
-    Drawn only when stderr is a terminal: a log file gets no bar remnants.
+    Drawn only when stderr is a terminal (a log file gets no bar remnants) and not
+    ``hidden`` (a command's ``--json`` asks for no decoration at all).
     """
     console = Console(stderr=True)
     return Progress(
@@ -84,7 +85,7 @@ def progress_bar() -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=True,
-        disable=not console.is_terminal,
+        disable=hidden or not console.is_terminal,
     )
 
 

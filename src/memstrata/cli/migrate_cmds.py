@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, progress_bar
 
 
 @click.command("migrate", context_settings=CONTEXT_SETTINGS)
@@ -60,14 +59,7 @@ def migrate_command(
             "`pip install 'memstrata[postgres]'`, then retry."
         ) from exc
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-        disable=as_json,
-    ) as bar:
+    with progress_bar(hidden=as_json) as bar:
         tasks: dict[str, Any] = {}
 
         def report_progress(stage: str, done: int, total: int) -> None:

@@ -20,24 +20,14 @@ from memstrata.cli.common import (
     progress_bar,
 )
 from memstrata.config import Config
-from memstrata.errors import MemstrataError, SessionNotFoundError
+from memstrata.errors import MemstrataError
+from memstrata.forget import resolve_session
 from memstrata.search_tool import parse_time
 from memstrata.store import SessionStore
 
 
 def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
-
-
-def _resolve(store: SessionStore, ref: str) -> str:
-    """An id, a unique id prefix, or a title (its newest "#N" continuation)."""
-    try:
-        return store.resolve_session_id(ref)
-    except SessionNotFoundError:
-        by_title = store.resolve_session_by_title(ref)
-        if by_title is None:
-            raise
-        return by_title
 
 
 def _content_text(content: Any) -> str:
@@ -132,7 +122,7 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         memstrata sessions show "Kyoto trip #2" --session-only --json
     """
     with open_store() as store:
-        sid = _resolve(store, session)
+        sid = resolve_session(store, session)
         chain = store.get_compression_chain(sid)
         shown = [sid] if session_only else chain
         infos = {i: store.get_session(i) for i in shown}
@@ -299,7 +289,7 @@ def sessions_export(sessions: tuple[str, ...], fmt: str, output: Path | None) ->
         if sessions:
             ids = []
             for ref in sessions:
-                for member in store.get_lineage_ids(_resolve(store, ref)):
+                for member in store.get_lineage_ids(resolve_session(store, ref)):
                     if member not in ids:
                         ids.append(member)
         handle: TextIO = output.open("w", encoding="utf-8", newline="\n") if output else sys.stdout
@@ -332,7 +322,7 @@ def sessions_rename(session: str, title: str, as_json: bool) -> None:
         memstrata sessions rename 20250101_1200 "Kyoto trip"
     """
     with open_store() as store:
-        sid = _resolve(store, session)
+        sid = resolve_session(store, session)
         clean = store.set_session_title(sid, title)
     if as_json:
         echo_json({"id": sid, "title": clean})
@@ -352,7 +342,7 @@ def sessions_delete(session: str, yes: bool, as_json: bool) -> None:
         memstrata sessions delete 20250101_1200 --yes
     """
     with open_store() as store:
-        sid = _resolve(store, session)
+        sid = resolve_session(store, session)
         if not yes:
             click.confirm(f"Delete session {sid} and its messages?", abort=True)
         deleted = store.delete_session(sid)

@@ -28,7 +28,7 @@ from memstrata.importing.report import ImportReport, RefusedEntry
 
 if TYPE_CHECKING:
     from memstrata.importing.store_api import ImportStore
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
 
 __all__ = [
     "FORMAT_NAMES",
@@ -68,7 +68,7 @@ def open_source(path: Path | str, fmt: str | None = None) -> ParsedSource:
 def import_source(
     path: Path | str,
     store: ImportStore,
-    memory: FileMemory | None = None,
+    memory: CuratedMemory | None = None,
     *,
     fmt: str | None = None,
     progress: Progress | None = None,

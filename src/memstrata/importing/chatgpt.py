@@ -13,18 +13,15 @@ next assistant message. Session ids are ``chatgpt-<conversation id>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from functools import partial
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memstrata.errors import ImportDataError
 from memstrata.importing.records import (
-    Item,
     ParsedSource,
     SessionRecord,
+    conversation_export,
     epoch,
-    guarded,
     message,
     opt_text,
     session_id,
@@ -53,21 +50,9 @@ def parse_bytes(raw: bytes, origin: str) -> ParsedSource:
 
 def parse_data(data: Any, origin: str) -> ParsedSource:
     """Parse the decoded JSON: a list of conversations (or one conversation object)."""
-    if isinstance(data, dict) and "mapping" in data:
-        data = [data]
-    if not isinstance(data, list):
-        raise ImportDataError(
-            f"{origin} is not a ChatGPT export: expected a list of conversations, got "
-            f"{type(data).__name__}. Give conversations.json from the unzipped export."
-        )
-    name = Path(origin).name
-    return ParsedSource(FORMAT, origin, len(data), _records(data, name))
-
-
-def _records(data: list[Any], name: str) -> Iterator[Item]:
-    for index, item in enumerate(data):
-        location = f"{name}[{index}]"
-        yield guarded(location, partial(conversation_record, item, location))
+    return conversation_export(
+        data, origin, fmt=FORMAT, label="ChatGPT", marker="mapping", convert=conversation_record
+    )
 
 
 def _text_of(content: Mapping[str, Any]) -> str:

@@ -12,16 +12,15 @@ Session ids are ``claude-<uuid>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from memstrata.errors import ImportDataError
 from memstrata.importing.records import (
-    Item,
     ParsedSource,
     SessionRecord,
+    conversation_export,
     epoch,
     guarded,
     message,
@@ -51,21 +50,14 @@ def parse_bytes(raw: bytes, origin: str) -> ParsedSource:
 
 def parse_data(data: Any, origin: str) -> ParsedSource:
     """Parse the decoded JSON: a list of conversations (or one conversation object)."""
-    if isinstance(data, dict) and "chat_messages" in data:
-        data = [data]
-    if not isinstance(data, list):
-        raise ImportDataError(
-            f"{origin} is not a Claude export: expected a list of conversations, got "
-            f"{type(data).__name__}. Give conversations.json from the unzipped export."
-        )
-    name = Path(origin).name
-    return ParsedSource(FORMAT, origin, len(data), _records(data, name))
-
-
-def _records(data: list[Any], name: str) -> Iterator[Item]:
-    for index, item in enumerate(data):
-        location = f"{name}[{index}]"
-        yield guarded(location, partial(conversation_record, item, location))
+    return conversation_export(
+        data,
+        origin,
+        fmt=FORMAT,
+        label="Claude",
+        marker="chat_messages",
+        convert=conversation_record,
+    )
 
 
 def _branch(

@@ -29,6 +29,7 @@ from memstrata.importing.records import (
     message,
     opt_text,
     parents_first,
+    session_counters,
     session_id,
     title_text,
 )
@@ -37,14 +38,6 @@ from memstrata.store_codec import JSON_SENTINEL
 FORMAT = "hermes"
 PREFIX = "hermes"
 DB_NAME = "state.db"
-_COUNTERS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "api_call_count",
-)
 
 
 def read(path: Path) -> ParsedSource:
@@ -158,7 +151,7 @@ def session_record(
         system_prompt=opt_text(session.get("system_prompt")),
         user_id=opt_text(session.get("user_id")),
         archived=bool(count(session.get("archived"))),
-        counters={key: count(session.get(key)) for key in _COUNTERS},
+        counters=session_counters(session),
     )
     cost = session.get("estimated_cost_usd")
     if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:

@@ -18,10 +18,10 @@ from memstrata.importing.report import ImportReport, RefusedEntry
 from memstrata.memory_format import FILE_NAMES, TARGETS, parse_entries, preview
 
 if TYPE_CHECKING:
-    from memstrata.memory import FileMemory
+    from memstrata.memory_core import CuratedMemory
 
 
-def merge_memories(memory: FileMemory, folder: Path, report: ImportReport) -> None:
+def merge_memories(memory: CuratedMemory, folder: Path, report: ImportReport) -> None:
     """Add the entries of ``folder``'s ``MEMORY.md`` and ``USER.md`` to ``memory``."""
     for target in TARGETS:
         path = folder / FILE_NAMES[target]

@@ -25,6 +25,7 @@ from memstrata.importing.records import (
     guarded,
     message,
     opt_text,
+    session_counters,
     session_id,
     title_text,
 )
@@ -35,14 +36,6 @@ FORMAT = "memstrata"
 EXPORT_FORMAT = "memstrata-sessions"
 EXPORT_VERSION = 1
 SESSIONS_FILE = "sessions.jsonl"
-_COUNTERS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "api_call_count",
-)
 
 
 def read(path: Path) -> ParsedSource:
@@ -130,7 +123,7 @@ def line_record(line: str, location: str) -> SessionRecord:
         system_prompt=opt_text(session.get("system_prompt")),
         user_id=opt_text(session.get("user_id")),
         archived=bool(count(session.get("archived"))),
-        counters={key: count(session.get(key)) for key in _COUNTERS},
+        counters=session_counters(session),
         estimated_cost_usd=finite(cost),
     )
     for index, raw in enumerate(messages):

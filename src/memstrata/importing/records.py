@@ -18,9 +18,11 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memstrata.errors import ImportDataError
 from memstrata.store_codec import SESSION_ID_MAX
 from memstrata.titles import TITLE_MAX_CHARS
 
@@ -40,6 +42,16 @@ RECORD_ERRORS: tuple[type[Exception], ...] = (
 _MIN_EPOCH = 978_307_200.0
 _MAX_EPOCH = 9_999_999_999.0
 _MAX_COUNT = 2**62
+# The per-session usage counters a session row keeps, under the same names in every
+# format that carries them (Hermes state.db, memstrata exports).
+COUNTERS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "api_call_count",
+)
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,41 @@ def guarded_items(items: Iterable[tuple[str, Callable[[], Item]]]) -> Iterator[I
     """Convert each ``(location, converter)`` pair, turning failures into bad records."""
     for location, convert in items:
         yield guarded(location, convert)
+
+
+def conversation_export(
+    data: Any,
+    origin: str,
+    *,
+    fmt: str,
+    label: str,
+    marker: str,
+    convert: Callable[[Any, str], SessionRecord],
+) -> ParsedSource:
+    """Parse a chat service's ``conversations.json``: a list of conversations.
+
+    One conversation object (recognised by its ``marker`` key) is accepted as a list of
+    one. Each conversation is converted by ``convert(item, location)`` as the import
+    reads it; ``label`` names the service in the error for anything else.
+    """
+    if isinstance(data, dict) and marker in data:
+        data = [data]
+    if not isinstance(data, list):
+        raise ImportDataError(
+            f"{origin} is not a {label} export: expected a list of conversations, got "
+            f"{type(data).__name__}. Give conversations.json from the unzipped export."
+        )
+    name = Path(origin).name
+    locations = [f"{name}[{index}]" for index in range(len(data))]
+    items = (
+        (where, partial(convert, item, where)) for where, item in zip(locations, data, strict=True)
+    )
+    return ParsedSource(fmt, origin, len(data), guarded_items(items))
+
+
+def session_counters(session: Mapping[str, Any]) -> dict[str, int]:
+    """The usage counters of a session row (see :data:`COUNTERS`); missing ones are 0."""
+    return {key: count(session.get(key)) for key in COUNTERS}
 
 
 def session_id(prefix: str, raw: object) -> str:

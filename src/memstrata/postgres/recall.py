@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from memstrata import search
@@ -566,40 +566,27 @@ def cache_put(store: PostgresSessionStore, job: SummaryJob, summary: str, model:
         )
 
 
-class _NoCursor:
-    def fetchone(self) -> None:
-        return None
+@dataclass(frozen=True)
+class PostgresSummaryCache:
+    """The ``summary_cache`` rows of a PostgreSQL store's namespace, for
+    :func:`memstrata.summarize.summarize_all`."""
 
+    store: PostgresSessionStore
 
-class _NoCacheConn:
-    def execute(self, *_args: Any) -> _NoCursor:
-        return _NoCursor()
+    def get(self, job: SummaryJob) -> str | None:
+        """The cached summary for ``job``, or None."""
+        return cache_get(self.store, job)
 
+    def put(self, job: SummaryJob, summary: str, model: str) -> bool:
+        """Keep a summary; False when the database refused the write.
 
-class _CachedHere:
-    """The store handed to :func:`memstrata.summarize.summarize_all` for PostgreSQL.
-
-    ``summarize_all`` reads and writes its SQLite cache through ``read_conn()`` and
-    ``write()``; here the cache is read before the call and written after it (in
-    PostgreSQL), so its lookups find nothing and its best-effort write is declined.
-    """
-
-    @contextmanager
-    def read_conn(self) -> Iterator[_NoCacheConn]:
-        yield _NoCacheConn()
-
-    def write(self) -> _Declined:
-        return _Declined()
-
-
-class _Declined:
-    """A write transaction that cannot start: ``cache_put`` treats it as read-only."""
-
-    def __enter__(self) -> None:
-        raise StorageError("the PostgreSQL summary cache is written by memstrata.postgres")
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
+        Best effort, as for SQLite: the summary was made and is returned either way.
+        """
+        try:
+            cache_put(self.store, job, summary, model)
+        except StorageError:
+            return False
+        return True
 
 
 def _summaries(
@@ -639,16 +626,14 @@ def _summaries(
     cfg = config if config is not None else Config.load()
     client, owned = summarizer.client()
     made = summarize_all(
-        cast("SessionStore", _CachedHere()),
+        None,
         client,
         jobs,
         max_concurrency=min(MAX_CONCURRENCY, int(cfg.get("search.max_concurrency"))),
         timeout=float(cfg.get("search.summary_timeout")),
         close_client=owned,
+        cache=PostgresSummaryCache(store),
     )
-    model = str(getattr(client, "model", "") or "")
-    for i, job, outcome in zip(misses, jobs, made, strict=True):
+    for i, outcome in zip(misses, made, strict=True):
         outcomes[i] = outcome
-        if outcome.summary is not None and outcome.origin == "model":
-            cache_put(store, job, outcome.summary, model)
     return outcomes, status

@@ -1,0 +1,59 @@
+"""Helpers shared by test modules (fixtures stay in conftest.py).
+
+Test modules import it as ``helpers``: pytest puts the tests folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from memstrata.config import DEFAULTS, Config
+from memstrata.testing import FakeLLMServer
+
+HARDENING_LOG_ENV = "MEMSTRATA_TEST_HARDENING_LOG"
+PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
+# Every table holding a tenant's rows, children first.
+_NAMESPACED_TABLES = ("summary_cache", "state_meta", "curated_memory", "messages", "sessions")
+
+
+def record(**figures: Any) -> None:
+    """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
+    log = os.environ.get(HARDENING_LOG_ENV)
+    if log:
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(json.dumps(figures) + "\n")
+
+
+def report_inputs(inputs: Counter[str], file: str) -> None:
+    """Record how many generated inputs each fuzz target of ``file`` received."""
+    for target, count in sorted(inputs.items()):
+        record(kind="fuzz", target=target, inputs=count, file=file)
+
+
+def make_config(home: Path, server: FakeLLMServer | None = None, **search: Any) -> Config:
+    """Defaults only (no config file, no environment), the model pointed at ``server``.
+
+    With ``server`` None no model is configured, so summaries are off; ``search`` keys
+    override the ``[search]`` section.
+    """
+    values = copy.deepcopy(DEFAULTS)
+    if server is not None:
+        values["llm"].update(
+            model="fake-summary", base_url=server.base_url, api_key="test", max_retries=0
+        )
+    values["search"].update(search)
+    return Config(home=home, values=values)
+
+
+def drop_namespace(namespace: str) -> None:
+    """Remove every row of ``namespace`` from the test PostgreSQL database."""
+    import psycopg  # only the PostgreSQL tests call this; psycopg is optional
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        for table in _NAMESPACED_TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (namespace,))
