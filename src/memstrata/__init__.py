@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from memstrata.manager import MemoryManager
     from memstrata.mem0_provider import Mem0Provider
     from memstrata.memory import FileMemory, WriteResult
+    from memstrata.memory_core import CuratedMemory
     from memstrata.memory_history import MemoryChange, MemoryHistory
     from memstrata.memory_tool import MEMORY_TOOL_SCHEMA, MemoryTool
     from memstrata.migrate import MigrationReport, migrate_home
@@ -95,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "CompressionSettings": "memstrata.compress_steps",
     "Config": "memstrata.config",
     "ContextCompressor": "memstrata.compress",
+    "CuratedMemory": "memstrata.memory_core",
     "CurationReport": "memstrata.curator",
     "Curator": "memstrata.curator",
     "DoctorReport": "memstrata.doctor",
@@ -176,6 +178,7 @@ __all__ = [
     "CompressionSettings",
     "Config",
     "ContextCompressor",
+    "CuratedMemory",
     "CurationReport",
     "Curator",
     "DoctorReport",
