@@ -34,7 +34,10 @@ def test_open_creates_file_in_home_with_wal_and_migrations(memstrata_home: Path)
         store.add("User likes hiking")
     conn = sqlite3.connect(memstrata_home / FACTS_FILENAME)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == ["m001_facts"]
+    assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == [
+        "m001_facts",
+        "m002_fact_vectors",
+    ]
     conn.close()
 
 

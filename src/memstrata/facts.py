@@ -33,20 +33,25 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
+import logging
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from memstrata import facts_vectors
 from memstrata.config import ensure_home, memstrata_home
 from memstrata.database import DURABILITY_PRAGMA, Durability, is_busy
+from memstrata.embedders import Embedder
 from memstrata.errors import (
     AmbiguousMatchError,
+    ConfigError,
     DatabaseBusyError,
     InvalidMemoryArgument,
+    MemstrataError,
     NoMatchError,
     StorageError,
 )
@@ -59,10 +64,19 @@ from memstrata.facts_args import (
     clean_value,
     scan_fact,
 )
-from memstrata.facts_recall import filters, recall_rows, search_rows
+from memstrata.facts_recall import (
+    compile_search,
+    filters,
+    live_rows,
+    rank,
+    recall_scores,
+    rows_by_score,
+    search_scores,
+)
 from memstrata.facts_schema import CATEGORIES, Fact, FactChange, migrate
 from memstrata.migrations import register_functions
-from memstrata.query import compile_query
+
+logger = logging.getLogger(__name__)
 
 FACTS_FILENAME: Final = "facts.db"
 
@@ -79,6 +93,9 @@ class FactStore:
 
     ``durability`` is "normal" (WAL + ``synchronous=NORMAL``) or "full";
     ``busy_timeout_ms`` is how long a writer waits for another process before retrying.
+    ``embedder`` (optional, also settable later as ``store.embedder``) turns on hybrid
+    recall: searches fuse its cosine similarity with the keywords for the facts
+    :meth:`index_vectors` has embedded (see :mod:`memstrata.facts_vectors`).
     """
 
     def __init__(
@@ -87,11 +104,13 @@ class FactStore:
         *,
         durability: Durability = "normal",
         busy_timeout_ms: int = 5000,
+        embedder: Embedder | None = None,
     ) -> None:
         if durability not in DURABILITY_PRAGMA:
             raise StorageError(f"Unknown durability {durability!r}: use 'normal' or 'full'.")
         self.path = Path(path)
         self.busy_timeout_ms = max(0, int(busy_timeout_ms))
+        self.embedder = facts_vectors.check_embedder(embedder) if embedder is not None else None
         # One connection serves every thread of the process, one at a time: the
         # provider's hooks run on a prefetch thread, the manager's worker and the
         # caller's thread, and facts are small enough that a lock costs nothing.
@@ -608,14 +627,18 @@ class FactStore:
         """
         if category is not None:
             check_category(category)
-        compiled = compile_query(query)
+        compiled = compile_search(query)
         if compiled.is_empty:
             return self.list(category=category, subject=subject, limit=limit)
+        sims = self._similarities(query)
         with self._read() as conn:
-            found = search_rows(
-                conn, compiled, category=category, subject=subject, limit=int(limit)
-            )
-        return [_fact_of(row, score) for row, score in found]
+            scores, rows = search_scores(conn, compiled, category=category, subject=subject)
+            if sims:
+                scores = facts_vectors.fuse_search(scores, sims)
+                missing = [i for i in scores if i not in rows]
+                rows.update(live_rows(conn, missing, category=category, subject=subject))
+                scores = {i: v for i, v in scores.items() if i in rows}
+        return [_fact_of(rows[i], scores[i]) for i in rank(scores, rows, int(limit))]
 
     def recall(
         self,
@@ -627,15 +650,89 @@ class FactStore:
     ) -> builtins.list[Fact]:
         """Facts relevant to a chat message, best first; ``[]`` when nothing is.
 
-        Gated (see :func:`memstrata.facts_recall.recall_rows`): a fact must share a
-        significant, not-too-common term with the message. ``exclude`` leaves out facts
-        the caller already shows (the slots in the system prompt).
+        Gated (see :func:`memstrata.facts_recall.recall_rows`): a fact must share
+        significant, not-too-common terms with the message, or (with an embedder) be
+        very close to it in meaning. ``exclude`` leaves out facts the caller already
+        shows (the slots in the system prompt).
         """
+        skip = {int(i) for i in exclude}
+        sims = self._similarities(message)
         with self._read() as conn:
-            found = recall_rows(
-                conn, message, limit=int(limit), exclude=exclude, categories=categories
-            )
+            matched = recall_scores(conn, message, exclude=skip)
+            if sims:
+                matched = facts_vectors.fuse_recall(matched, sims, skip)
+            found = rows_by_score(conn, matched, int(limit), categories)
         return [_fact_of(row, score) for row, score in found]
+
+    # -- vectors (optional hybrid recall) -------------------------------------------------
+
+    def _similarities(self, text: str) -> dict[int, float]:
+        """Cosine of ``text`` with the stored vectors of ``self.embedder`` ({} without one).
+
+        An embedder that fails (endpoint down, bad answer) costs the vectors, not the
+        search: the keywords still answer, and the failure is logged.
+        """
+        embedder = self.embedder
+        if embedder is None or not text.strip():
+            return {}
+        with self._read() as conn:
+            stored = conn.execute(
+                "SELECT 1 FROM fact_vectors WHERE model = ? LIMIT 1", (embedder.name,)
+            ).fetchone()
+        if stored is None:
+            return {}
+        try:
+            vector = facts_vectors.embed_query(embedder, text)
+        except MemstrataError as exc:
+            logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
+            return {}
+        with self._read() as conn:
+            return facts_vectors.vector_scores(conn, embedder.name, vector)
+
+    def pending_vectors(self, embedder: Embedder | None = None) -> int:
+        """Live facts not yet embedded by ``embedder`` (default: ``self.embedder``)."""
+        chosen = self._embedder(embedder)
+        with self._read() as conn:
+            return facts_vectors.pending_count(conn, chosen.name)
+
+    def index_vectors(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        limit: int | None = None,
+        batch: int = facts_vectors.INDEX_BATCH,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Embed the live facts that have no vector of ``embedder`` (default:
+        ``self.embedder``) yet, oldest first, ``batch`` per embedder call; return how many.
+
+        Each batch is embedded outside any transaction (writers are never held up by a
+        model call) and written in its own; a fact retired meanwhile is skipped.
+        ``limit`` bounds the run; ``progress`` gets the running count after each batch.
+        """
+        chosen = self._embedder(embedder)
+
+        def read(after: int, size: int) -> builtins.list[tuple[int, str]]:
+            with self._read() as conn:
+                return facts_vectors.pending_batch(conn, chosen.name, after, size)
+
+        def write(items: builtins.list[tuple[int, bytes]]) -> int:
+            with self._write() as conn:
+                return facts_vectors.write_vectors(conn, chosen, items)
+
+        return facts_vectors.index_in_batches(
+            read, write, chosen, limit=limit, batch=batch, progress=progress
+        )
+
+    def _embedder(self, embedder: Embedder | None) -> Embedder:
+        if embedder is not None:
+            return facts_vectors.check_embedder(embedder)
+        if self.embedder is None:
+            raise ConfigError(
+                "This facts store has no embedder: pass one (MiniLMEmbedder(), "
+                "embedder_from_config()) or set search.embedder."
+            )
+        return self.embedder
 
 
 def _fact_of(row: sqlite3.Row, score: float) -> Fact:

@@ -1,7 +1,12 @@
 """``FactsProvider``: the bundled local memory provider over :class:`~memstrata.facts.FactStore`.
 
-Select it with ``memory.provider = "facts"`` in ``config.toml``. It needs nothing but
-the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network.
+Select it with ``memory.provider = "facts"`` in ``config.toml``. By default it needs
+nothing but the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network.
+With ``search.embedder`` set ("minilm" offline, "openai" at the configured endpoint),
+recall and ``facts_search`` fuse embeddings with the keywords (hybrid recall, see
+:mod:`memstrata.facts_vectors`); facts are embedded lazily, at most ``INDEX_PER_TURN``
+at ``initialize`` and at each ``sync_turn`` (on the background worker), never when they
+are written and never inside ``prefetch``.
 
 What it does in the lifecycle:
 
@@ -10,7 +15,7 @@ What it does in the lifecycle:
   and returned byte-identical for the whole session, so the prompt prefix stays cached.
   A slot written during the session shows up in recall instead, and in the block of
   the next session (or after compression, which rebuilds the prompt anyway).
-* ``prefetch`` - gated full-text recall: at most ``recall_limit`` facts and
+* ``prefetch`` - gated full-text (or hybrid) recall: at most ``recall_limit`` facts and
   ``recall_chars`` characters under ``## Recalled facts``, or ``""`` when nothing in
   the store is relevant to the message (see :mod:`memstrata.facts_recall`). What the
   prompt already holds is never recalled: the block's slots, and mirrored curated
@@ -39,8 +44,10 @@ from typing import Any, ClassVar, Final, cast
 
 from memstrata.config import Config
 from memstrata.database import Durability
+from memstrata.embedders import Embedder, embedder_from_config
 from memstrata.errors import (
     CuratedMemoryError,
+    MemstrataError,
     ProviderError,
     ToolArgumentError,
 )
@@ -57,6 +64,10 @@ SLOT_ORDER: Final = ("name", "pronouns", "job", "location", "timezone", "languag
 MAX_BLOCK_SLOTS: Final = 12
 MAX_BLOCK_CHARS: Final = 600
 _MAX_SLOT_VALUE_SHOWN: Final = 80
+# Facts embedded per turn (and at initialize) when an embedder is set: a new fact gets its
+# vector after the turn that wrote it, and a store imported in bulk catches up over a few turns
+# instead of stalling one (the rest are still found by their keywords meanwhile).
+INDEX_PER_TURN: Final = 64
 
 _CATEGORY_PARAM: Final = {
     "type": "string",
@@ -256,7 +267,8 @@ class FactsProvider(MemoryProvider):
     ``path`` overrides ``<home>/facts.db``; ``recall_limit`` and ``recall_chars`` bound
     what ``prefetch`` injects per turn; ``capture_explicit`` turns the "remember that
     ..." capture in ``sync_turn`` on or off. ``config`` supplies the store's durability
-    and busy timeout (``store.durability``, ``store.busy_timeout_ms``).
+    and busy timeout (``store.durability``, ``store.busy_timeout_ms``) and the embedder
+    (``search.embedder``); ``embedder`` overrides the latter.
     """
 
     name: ClassVar[str] = "facts"
@@ -272,6 +284,7 @@ class FactsProvider(MemoryProvider):
         recall_limit: int = 5,
         recall_chars: int = 800,
         capture_explicit: bool = True,
+        embedder: Embedder | None = None,
     ) -> None:
         if recall_limit < 1 or recall_chars < 80:
             raise ProviderError(
@@ -283,6 +296,7 @@ class FactsProvider(MemoryProvider):
         self.recall_limit = recall_limit
         self.recall_chars = recall_chars
         self.capture_explicit = capture_explicit
+        self.embedder = embedder
         self.session_id = ""
         self.primary = True
         self._store: FactStore | None = None
@@ -326,12 +340,38 @@ class FactsProvider(MemoryProvider):
                 durability = str(self.config.get("store.durability"))
                 busy_ms = int(self.config.get("store.busy_timeout_ms"))
             self._store = FactStore(
-                path, durability=cast(Durability, durability), busy_timeout_ms=busy_ms
+                path,
+                durability=cast(Durability, durability),
+                busy_timeout_ms=busy_ms,
+                embedder=self.embedder or self._configured_embedder(),
             )
             _track_recall(path, +1)
         self.session_id = session_id
         self.primary = agent_context == "primary"
         self._freeze()
+        self._index_some()
+
+    def _configured_embedder(self) -> Embedder | None:
+        """``search.embedder`` of the config (None without a config or when it is "")."""
+        if self.config is None:
+            return None
+        try:
+            return embedder_from_config(self.config)
+        except MemstrataError as exc:
+            # A broken embedder setting must not take the agent's memory down: recall
+            # stays keyword-only and says why once.
+            logger.warning("facts: keyword-only recall, the embedder is unusable: %s", exc)
+            return None
+
+    def _index_some(self) -> None:
+        """Embed up to INDEX_PER_TURN facts that have no vector yet (when hybrid is on)."""
+        store = self._store
+        if store is None or store.embedder is None:
+            return
+        try:
+            store.index_vectors(limit=INDEX_PER_TURN)
+        except MemstrataError as exc:
+            logger.warning("facts: could not embed new facts (keywords still work): %s", exc)
 
     @property
     def store(self) -> FactStore:
@@ -426,6 +466,7 @@ class FactsProvider(MemoryProvider):
     ) -> None:
         """Store an explicit "remember that ..." of the user; write recall statistics."""
         self._flush_recalls()
+        self._index_some()
         if not (self.capture_explicit and self.primary) or self._store is None:
             return
         statement = explicit_capture(user)

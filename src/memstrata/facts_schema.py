@@ -16,6 +16,9 @@ Three full-text indexes over a fact's text, the same three the session store kee
 Every row is indexed whatever its status (live, superseded, deleted): a status change
 is an update of other columns and never touches the indexes; searches join ``facts``
 and keep live rows. Only a purge deletes the row, and its triggers take the text out.
+
+``fact_vectors`` (migration 2) holds optional embeddings for hybrid recall
+(:mod:`memstrata.facts_vectors`); unlike the text indexes, it keeps live facts only.
 """
 
 from __future__ import annotations
@@ -218,6 +221,38 @@ def _trigger_sql() -> list[str]:
         f"CREATE TRIGGER facts_fts_cjk_au AFTER UPDATE OF {cols} ON facts BEGIN {dele} {ins} END",
     ]
     return out
+
+
+@_migration
+def m002_fact_vectors(conn: sqlite3.Connection) -> None:
+    _run(
+        conn,
+        [
+            # One vector per (embedder, fact): the embedder's name keys its vectors, so
+            # two models' vectors never mix. float32 blobs, no extension needed.
+            """
+            CREATE TABLE fact_vectors (
+                model TEXT NOT NULL,
+                fact_id INTEGER NOT NULL,
+                dims INTEGER NOT NULL,
+                vector BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (model, fact_id)
+            )
+            """,
+            "CREATE INDEX idx_fact_vectors_fact ON fact_vectors(fact_id)",
+            # A vector lives as long as its fact is live and its text unchanged: a purge,
+            # a retirement (forget, supersede) or an edit of the text drops it, so no
+            # stale vector can bring back a fact the user took away.
+            "CREATE TRIGGER fact_vectors_ad AFTER DELETE ON facts BEGIN "
+            "DELETE FROM fact_vectors WHERE fact_id = old.id; END",
+            "CREATE TRIGGER fact_vectors_retired AFTER UPDATE OF status ON facts "
+            "WHEN new.status <> 'live' BEGIN "
+            "DELETE FROM fact_vectors WHERE fact_id = old.id; END",
+            "CREATE TRIGGER fact_vectors_au AFTER UPDATE OF content, key, value ON facts BEGIN "
+            "DELETE FROM fact_vectors WHERE fact_id = old.id; END",
+        ],
+    )
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
