@@ -242,11 +242,16 @@ def test_sessions_embed_command_fills_the_vectors(
 
     from memstrata.cli import cli
 
+    from memstrata.facts import FactStore
+
     with SessionStore(memstrata_home / "state.db") as s:
         s.create_session("c1", source="cli")
         s.append_messages(
             "c1", [{"role": "user", "content": f"note {n} about bananas"} for n in range(5)]
         )
+    facts = FactStore(memstrata_home / "facts.db")
+    facts.add("The user grows bananas on the balcony")
+    facts.close()
     runner = CliRunner()
     refused = runner.invoke(cli, ["sessions", "embed"])
     assert refused.exit_code == 1 and "search.embedder" in refused.output
@@ -259,6 +264,18 @@ def test_sessions_embed_command_fills_the_vectors(
         monkeypatch.setenv(f"MEMSTRATA_{key}", value)
     first = runner.invoke(cli, ["sessions", "embed", "--limit", "2", "--json"])
     assert first.exit_code == 0, first.output
-    assert json.loads(first.output) == {"embedder": "openai:emb-small", "embedded": 2, "pending": 3}
+    assert json.loads(first.output) == {
+        "embedder": "openai:emb-small",
+        "embedded": 2,
+        "pending": 3,
+        "facts_embedded": 1,
+        "facts_pending": 0,
+    }
     rest = runner.invoke(cli, ["sessions", "embed", "--json"])
-    assert json.loads(rest.output) == {"embedder": "openai:emb-small", "embedded": 3, "pending": 0}
+    assert json.loads(rest.output) == {
+        "embedder": "openai:emb-small",
+        "embedded": 3,
+        "pending": 0,
+        "facts_embedded": 0,
+        "facts_pending": 0,
+    }

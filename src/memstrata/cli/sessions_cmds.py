@@ -420,11 +420,12 @@ def sessions_reindex(as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(min=0), help="Embed at most this many messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def sessions_embed(limit: int | None, as_json: bool) -> None:
-    """Compute the vectors hybrid recall uses for messages that have none yet.
+    """Compute the vectors hybrid recall uses for messages and facts that have none yet.
 
     Uses the embedder `search.embedder` names ("minilm" offline, or "openai" for
     llm.embedding_model). Writes never compute vectors, so run this after imports or on a
-    schedule; an interrupted run keeps what it wrote and the next one continues.
+    schedule; an interrupted run keeps what it wrote and the next one continues. The
+    facts of the `facts` provider (facts.db) are embedded too when the file exists.
 
     \b
     Example:
@@ -432,6 +433,7 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
         memstrata sessions embed --limit 10000
     """
     from memstrata.embedders import embedder_from_config, index_pending, pending_count
+    from memstrata.facts import FACTS_FILENAME, FactStore
 
     config = Config.load()
     embedder = embedder_from_config(config)
@@ -449,16 +451,26 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
         pending = pending_count(store, embedder.name)
         total = pending if limit is None else min(limit, pending)
         with progress_bar() as bar:
-            task = bar.add_task(f"embed ({embedder.name})", total=total or 1)
+            task = bar.add_task(f"embed messages ({embedder.name})", total=total or 1)
             done = index_pending(
                 store, embedder, limit=limit, progress=lambda n: bar.update(task, completed=n)
             )
         left = pending_count(store, embedder.name)
-    counts = {"embedder": embedder.name, "embedded": done, "pending": left}
+    counts: dict[str, Any] = {"embedder": embedder.name, "embedded": done, "pending": left}
+    facts_path = config.home / FACTS_FILENAME
+    if facts_path.exists():
+        facts = FactStore(facts_path, embedder=embedder)
+        try:
+            counts["facts_embedded"] = facts.index_vectors()
+            counts["facts_pending"] = facts.pending_vectors()
+        finally:
+            facts.close()
     if as_json:
         echo_json(counts)
         return
     click.echo(f"Embedded {done} message(s) with {embedder.name}; {left} still without a vector.")
+    if "facts_embedded" in counts:
+        click.echo(f"Embedded {counts['facts_embedded']} fact(s).")
 
 
 @sessions_group.command("salvage")
