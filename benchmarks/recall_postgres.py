@@ -26,8 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -83,11 +84,11 @@ def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
                 recall.fill(pg, conv)  # type: ignore[arg-type]  # the same public methods
                 recall.fill(lite, conv)
                 pg.optimize()
-                askers = {
-                    "postgres": lambda q, s=pg: pg_search.search_sessions(s, q, limit=10),
-                    "sqlite (shipped)": lambda q, s=lite: fulltext.search_sessions(s, q, limit=10),
-                    "sqlite (no dates)": lambda q, s=lite: fulltext.search_sessions(
-                        s, q, limit=10, dates=False
+                askers: dict[str, Callable[[str], list[dict[str, Any]]]] = {
+                    "postgres": partial(pg_search.search_sessions, pg, limit=10),
+                    "sqlite (shipped)": partial(fulltext.search_sessions, lite, limit=10),
+                    "sqlite (no dates)": partial(
+                        fulltext.search_sessions, lite, limit=10, dates=False
                     ),
                 }
                 for question, category, gold in conv.questions:
@@ -100,6 +101,14 @@ def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
                 pg.close()
                 lite.close()
     return {"scores": scores, "times": times, "conversations": len(convs)}
+
+
+def shown_output(path: Path) -> str:
+    """``path`` as the report quotes it: relative to the repository, never a home folder."""
+    try:
+        return str(path.resolve().relative_to(Path(__file__).resolve().parents[1]))
+    except ValueError:
+        return path.name
 
 
 def report(result: dict[str, Any], args: argparse.Namespace) -> str:
@@ -115,7 +124,8 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         "# Session recall on PostgreSQL (LoCoMo)\n",
         f"Produced by `python benchmarks/recall_postgres.py {args.path.name}"
         f"{' --limit-questions ' + str(args.limit_questions) if args.limit_questions else ''}"
-        f" --output ...` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
+        f"{' --output ' + shown_output(args.output) if args.output else ''}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
         f"Data: `{args.path.name}`, {result['conversations']} conversations, each in its own "
         "tenant (namespace) of one PostgreSQL database and in its own SQLite file; "
         "questions asked verbatim, category 5 (adversarial) left out. "
@@ -128,7 +138,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         "embedding evidence are SQLite-only for now).\n",
         recall.table(result["scores"]),
         "",
-        "Per-question latency (ms), small stores (one conversation, about 20 sessions):\n",
+        "Per-question latency (ms), small stores (one conversation each, 19-32 sessions):\n",
         "| system | median | p95 |",
         "|---|---:|---:|",
     ]

@@ -864,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pg-dsn",
         default=os.environ.get("MEMSTRATA_BENCH_PG_DSN", store_postgres.DEFAULT_DSN),
-        help="PostgreSQL for --backend postgres|both (a schema of its own per phase, dropped after)",
+        help="PostgreSQL for --backend postgres|both (a fresh schema per phase, dropped after)",
     )
     parser.add_argument("--clients", type=int, default=8, help="client processes appending")
     args = parser.parse_args(argv)

@@ -35,8 +35,10 @@ from memstrata.errors import (  # noqa: E402
     StorageError,
     TitleConflictError,
 )
+from memstrata.fulltext_filters import make_filters  # noqa: E402
 from memstrata.postgres import PostgresSessionStore, schema  # noqa: E402
 from memstrata.postgres import search as pg_search  # noqa: E402
+from memstrata.query import compile_query  # noqa: E402
 from memstrata.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -394,7 +396,7 @@ def test_every_query_class_can_use_an_index(
     scan. (With the tenant filter the planner may rightly prefer the namespace index
     for a small tenant; what matters is that a large one has an index for the term.)
     """
-    compiled = pg_search.compile_query(query)
+    compiled = compile_query(query)
     assert compiled.tree is not None
     pred, params = pg_search.tree_sql(compiled.tree)
     with pg.connection() as conn:
@@ -408,14 +410,17 @@ def _newest_both_ways(
     store: PostgresSessionStore, query: str, k: int
 ) -> tuple[list[int], list[int] | None, list[int]]:
     """(bitmap plan, newest-first walk or None when it gives up, plain SQL truth)."""
-    compiled = pg_search.compile_query(query)
+    compiled = compile_query(query)
     assert compiled.tree is not None
     pred, pred_params = pg_search.tree_sql(compiled.tree)
-    where, params = pg_search.filter_sql(store.namespace, pg_search.make_filters())
+    where, params = pg_search.filter_sql(store.namespace, make_filters())
     ns = store.namespace
     with store.connection() as conn:
-        total = conn.execute("SELECT count(*) AS n FROM messages WHERE namespace = %s", (ns,))
-        n = int(total.fetchone()["n"])
+        total = conn.execute(
+            "SELECT count(*) AS n FROM messages WHERE namespace = %s", (ns,)
+        ).fetchone()
+        assert total is not None
+        n = int(total["n"])
         args = [*params, *pred_params]
         bitmap = pg_search._newest_ids(
             conn, ns, f"{where} AND {pred}", args, k, total=n, selective=True
@@ -441,15 +446,19 @@ def test_newest_matches_are_the_tenants_own_by_either_plan(
     """
     monkeypatch.setattr(pg_search, "WALK_WINDOW", 16)
     pg.create_session("a")
-    mine = pg.append_messages(
-        "a",
-        [
-            {"role": "user", "content": f"walrus note {i}" if i % 3 == 0 else f"other {i}"}
-            for i in range(300)
-        ],
-    )
     other.create_session("b")
-    other.append_messages("b", [{"role": "user", "content": "walrus again"}] * 200)
+    mine: list[int] = []
+    for chunk in range(10):
+        # Interleaved: each window's id range also holds the other tenant's rows.
+        mine += pg.append_messages(
+            "a",
+            [
+                {"role": "user", "content": f"walrus note {i}" if i % 3 == 0 else f"other {i}"}
+                for i in range(chunk * 30, chunk * 30 + 30)
+            ],
+        )
+        other.append_messages("b", [{"role": "user", "content": "walrus again"}] * 10)
+    other.append_messages("b", [{"role": "user", "content": "walrus again"}] * 100)
     expected = sorted((i for n, i in enumerate(mine) if n % 3 == 0), reverse=True)[:25]
     bitmap, walked, truth = _newest_both_ways(pg, "walrus", 25)
     assert bitmap == walked == truth == expected
@@ -562,6 +571,40 @@ def test_both_backends_rank_the_same_sessions_first(
     for cls in ("phrase", "cjk3", "glued"):
         assert agree[cls] >= 0.9, (cls, agree)
     assert planted["postgres"] >= planted["sqlite"] - 1, planted
+
+
+def _load_lineage_tests() -> ModuleType:
+    path = ROOT / "tests/test_store_lineage.py"
+    spec = importlib.util.spec_from_file_location("store_lineage_tests", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_listing_walk_from_preloaded_maps_matches_the_definition(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The listing's switch to preloaded continuation maps gives the definition's rows.
+
+    The shared lineage tests reach that switch (after _PRELOAD_AFTER rows) on SQLite
+    only; a low threshold makes every PostgreSQL page here cross it.
+    """
+    from memstrata.postgres import lineage
+
+    shared = _load_lineage_tests()
+    monkeypatch.setattr(lineage, "_PRELOAD_AFTER", 5)
+    shared._random_lineage(pg, 10 + seed, 120)
+    for kwargs in (
+        {},
+        {"limit": 7, "offset": 5},
+        {"source": "cron"},
+        {"exclude_sources": ["cron"], "include_archived": True},
+        {"limit": 50, "offset": 60},
+    ):
+        expected = shared._reference_listing(pg, **dict(kwargs))
+        assert pg.list_sessions_rich(**kwargs) == expected, kwargs
 
 
 # -- schema, indexes, maintenance ---------------------------------------------------------
