@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,25 +10,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from helpers import make_config
 from memstrata.cli import cli
-from memstrata.config import DEFAULTS, Config
+from memstrata.config import Config
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.search import NOTE, VERBATIM_CHARS, session_search
 from memstrata.search_tool import SCHEMA, SessionSearchTool, parse_time
 from memstrata.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 from memstrata.tools import Toolbox
-
-
-def make_config(home: Path, server: FakeLLMServer | None = None, **search: Any) -> Config:
-    """A config pointing the summary task at ``server`` (no model when None)."""
-    values = copy.deepcopy(DEFAULTS)
-    if server is not None:
-        values["llm"].update(
-            model="fake-summary", base_url=server.base_url, api_key="test", max_retries=0
-        )
-    values["search"].update(search)
-    return Config(home=home, values=values)
 
 
 @pytest.fixture

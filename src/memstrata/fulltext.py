@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
+from memstrata.cjk import has_cjk
 from memstrata.errors import ConfigError, SessionStoreError
 from memstrata.fulltext_dates import DateWindow, find_dates, strip_dates
 from memstrata.fulltext_filters import Filters, make_filters
@@ -86,6 +88,9 @@ COMMON_DF = 500
 # has no rarer term to lean on, and BM25's preference for short messages that hold every
 # word is what finds the right one among thousands.
 BOOLEAN_RANKED = 2000
+# In the "every common term" step, a term in more than this share of the rows is checked
+# on the text of the other terms' AND instead of being walked (see _holding_every).
+_AND_DENSE = 0.1
 
 Fusion = Literal["scaled", "rrf"]
 Sort = Literal["newest", "oldest"]
@@ -152,20 +157,28 @@ def _index_candidates(
         weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
         # Rank inside the index first and join only its best rows: joining every match
         # before sorting doubles the cost. Filters that drop more than half of those
-        # rows leave too few, and then the exact (joined) query runs instead.
+        # rows leave too few, and then the exact (joined) query runs instead, unless
+        # the index had no more matches than that (the count rides along, computed once
+        # from the materialised list): then the filtered list is already exact.
         inner = (
             f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
             f"WHERE {match_sql} ORDER BY score LIMIT ?"
         )
         fast = (
-            f"SELECT m.id, m.session_id, m.timestamp, f.score FROM ({inner}) f "
-            f"JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
+            f"WITH f AS MATERIALIZED ({inner}) "
+            "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM f) "
+            f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
+            "ORDER BY f.score"
         )
-        rows = [
-            (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
-            for r in conn.execute(fast, [*match_params, 2 * k, *params])
-        ]
-        if len(rows) >= k or (not where and not join_sessions):
+        scanned = 0
+        rows = []
+        for r in conn.execute(fast, [*match_params, 2 * k, *params]):
+            rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
+            scanned = int(r[4])
+        # With no row back the count is unknown (every row filtered, or no match at all):
+        # the exact query settles it.
+        complete = bool(rows) and scanned < 2 * k
+        if len(rows) >= k or complete or (not where and not join_sessions):
             return rows[:k]
         score, order_by = f"bm25({table}{weights})", "score"
     else:
@@ -245,10 +258,13 @@ def _bounded_candidates(
 
     Terms in more than COMMON_DF rows carry little weight (their IDF is low) but would
     dominate the cost. They are left out of the BM25 scan when a rarer term exists, and
-    added back to the candidates' scores as IDF x presence, checked on the candidates'
-    text. When the rare terms find fewer than k rows, the newest rows holding every
-    common term follow, then the newest matches of any of them, scored by the common
-    terms alone.
+    added back to the candidates' scores as IDF x presence. When the rare terms find
+    fewer than k rows, the newest rows holding every common term follow, then the
+    newest matches of any of them, scored by the common terms alone.
+
+    Presence comes from the index where it is known (a row of the AND holds every common
+    term; each term's newest row ids settle the newest rows, see _newest_by_term) and
+    from the row's text only for the rows those walks did not settle.
     """
     common: list[tuple[str, Term, float]] = []
     rare: list[str] = []
@@ -261,13 +277,19 @@ def _bounded_candidates(
     if not common:
         return _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank")
     rows = _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank") if rare else []
+    everything = frozenset(range(len(common)))
+    # Row id -> indexes (into ``common``) of the terms it is known to hold.
+    present: dict[int, frozenset[int]] = {}
+    # Per common term: the smallest row id down to which its matches are all known.
+    known_from: list[int | None] = [None] * len(common)
     if len(rows) < k and len(common) > 1:
         # Rows holding every common term come next (newest first): with the presence
         # bonus below they rank above rows holding only some of them, as a full OR scan
         # would rank them. No BM25 here: its IDF counts every row of every common term.
         seen = {r[0] for r in rows}
-        every = " AND ".join(leaf for leaf, _, _ in common)
-        both = _index_candidates(conn, index, every, filters, k - len(rows), "newest")
+        both = _holding_every(conn, index, common, filters, k - len(rows), total)
+        for r in both:
+            present[r[0]] = everything
         rows += [r for r in both if r[0] not in seen]
     if len(rows) < k:
         # Too few rare matches (or none): the newest matches of the common terms fill up.
@@ -275,6 +297,10 @@ def _bounded_candidates(
         either = " OR ".join(leaf for leaf, _, _ in common)
         newest = _index_candidates(conn, index, either, filters, k, "newest")
         rows += [r for r in newest if r[0] not in seen][: k - len(rows)]
+        holders, known_from = _newest_by_term(conn, index, common, k)
+        for mid, terms in holders.items():
+            if present.get(mid) != everything:
+                present[mid] = terms
     if not rows:
         return rows
     # FTS5's own IDF, log((N - n + 0.5) / (n + 0.5)), with the estimated n.
@@ -286,20 +312,121 @@ def _bounded_candidates(
         # One common term and nothing else: every candidate matched it in this index, so
         # its text need not be read to know it holds the term.
         return [(mid, sid, ts, bm - weights[0][1]) for mid, sid, ts, bm in rows]
-    marks = ", ".join("?" for _ in rows)
-    texts = {
+    settled = {
+        mid
+        for mid, _, _, _ in rows
+        if present.get(mid) == everything
+        or all(floor is not None and mid >= floor for floor in known_from)
+    }
+    unsettled = [r[0] for r in rows if r[0] not in settled]
+    texts = _texts(conn, unsettled)
+    out = []
+    for mid, sid, ts, bm in rows:
+        if mid in texts:
+            text = texts[mid]
+            bonus = sum(idf for needle, idf in weights if needle in text)
+        else:
+            held = present.get(mid, frozenset())
+            bonus = sum(idf for i, (_, idf) in enumerate(weights) if i in held)
+        out.append((mid, sid, ts, bm - bonus))
+    return out
+
+
+def _holding_every(
+    conn: sqlite3.Connection,
+    index: Index,
+    common: Sequence[tuple[str, Term, float]],
+    filters: Filters,
+    k: int,
+    total: int,
+) -> list[tuple[int, str, float, float]]:
+    """The newest rows (at most k) holding every ``common`` term (no BM25).
+
+    An AND walks the doclist of every term to its end when few rows hold them all, so
+    its cost follows its commonest parts: a multi-word term (``auth-api`` is the phrase
+    ``auth api``, checked position by position over the doclists of its words) and a
+    term found in more than a tenth of the rows. So the AND of the other single-word
+    terms runs first, newest first, for at most 2k rows, and the rows among them whose
+    text holds the remaining terms (as a word start, see _holds) are the answer. When
+    those 2k rows were all there is, no row is missed; otherwise it is the newest part
+    of the answer, which bounds the walk on a large store. Only when none of them holds the
+    remaining terms (or nothing is left to narrow with) does the whole AND run.
+    """
+    narrow = [leaf for leaf, _, df in common if not _is_phrase(leaf) and df <= total * _AND_DENSE]
+    checked = [
+        term_needle(term)
+        for leaf, term, df in common
+        if _is_phrase(leaf) or df > total * _AND_DENSE
+    ]
+    if narrow and checked:
+        wider = _index_candidates(conn, index, " AND ".join(narrow), filters, 2 * k, "newest")
+        texts = _texts(conn, [r[0] for r in wider])
+        held = [r for r in wider if _holds(texts.get(r[0], ""), checked)][:k]
+        if held or len(wider) < 2 * k:
+            return held
+    every = " AND ".join(leaf for leaf, _, _ in common)
+    return _index_candidates(conn, index, every, filters, k, "newest")
+
+
+def _holds(text: str, needles: Sequence[str]) -> bool:
+    """True when every needle occurs in ``text``; a Latin needle must start a word (not
+    follow a Latin letter or digit: ``run`` is not in ``truncate``), as snippets mark."""
+    for needle in needles:
+        latin = needle[:1].isalnum() and not has_cjk(needle)
+        pos = text.find(needle)
+        while latin and pos > 0 and text[pos - 1].isalnum() and not has_cjk(text[pos - 1]):
+            pos = text.find(needle, pos + 1)
+        if pos < 0:
+            return False
+    return True
+
+
+def _is_phrase(leaf: str) -> bool:
+    # A rendered term is one quoted string (plus * for a prefix); more than one token
+    # inside makes FTS5 match it as a phrase.
+    return len(re.findall(r"\w+", leaf)) > 1
+
+
+def _texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
+    """Lowercased searchable text (content, tool name, tool calls) of the given rows."""
+    if not ids:
+        return {}
+    marks = ", ".join("?" for _ in ids)
+    return {
         int(r[0]): " ".join(x for x in (text_of(r[1]), r[2], r[3]) if x).lower()
         for r in conn.execute(
             f"SELECT id, content, tool_name, tool_calls FROM messages WHERE id IN ({marks})",
-            [r[0] for r in rows],
+            list(ids),
         )
     }
-    out = []
-    for mid, sid, ts, bm in rows:
-        text = texts.get(mid, "")
-        bonus = sum(idf for needle, idf in weights if needle in text)
-        out.append((mid, sid, ts, bm - bonus))
-    return out
+
+
+def _newest_by_term(
+    conn: sqlite3.Connection, index: Index, common: Sequence[tuple[str, Term, float]], k: int
+) -> tuple[dict[int, frozenset[int]], list[int | None]]:
+    """Which of the ``common`` terms each of the newest rows holds, from the index alone.
+
+    One newest-first walk of row ids per term (each stops after k rows; no row is read).
+    A row holds term i when it is in term i's list, and the list is complete down to its
+    oldest row id (all of the term's matches when it has fewer than k): the rows of
+    the OR's newest k are within every list's range unless filters dropped rows.
+    Returns the holders and, per term, the smallest row id its list is complete from.
+    """
+    table = _TABLES[index]
+    holders: dict[int, set[int]] = {}
+    floors: list[int | None] = []
+    for i, (leaf, _, _) in enumerate(common):
+        found = [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+                (leaf, k),
+            )
+        ]
+        floors.append(0 if len(found) < k else (found[-1] if found else 0))
+        for mid in found:
+            holders.setdefault(mid, set()).add(i)
+    return {mid: frozenset(terms) for mid, terms in holders.items()}, floors
 
 
 def collect_candidates(
@@ -668,6 +795,19 @@ def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[
     ids = list(session_ids)
     if not ids:
         return {}
+    roots = {sid: sid for sid in ids}
+    # Most sessions have no parent: one indexed lookup settles them, and only the
+    # children walk up (a search hands in up to a few hundred sessions).
+    marks = ", ".join("?" for _ in ids)
+    ids = [
+        str(r[0])
+        for r in conn.execute(
+            f"SELECT id FROM sessions WHERE id IN ({marks}) AND parent_session_id IS NOT NULL",
+            ids,
+        )
+    ]
+    if not ids:
+        return roots
     marks = ", ".join("?" for _ in ids)
     # UNION (not UNION ALL) drops repeated (start, ancestor) pairs, so a corrupt cycle
     # ends the walk; the depth bound is a second guard.
@@ -681,7 +821,6 @@ def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[
         )
         SELECT start, cur FROM up ORDER BY start, depth
     """
-    roots = {sid: sid for sid in ids}
     for start, cur in conn.execute(sql, ids):
         roots[start] = cur
     return roots

@@ -1,0 +1,199 @@
+"""Tests for the large-store shortcuts of memstrata.fulltext.
+
+Each shortcut (index presence instead of reading text, the single-word AND before a
+multi-word term, one BM25 statement when the index has few matches, parentless sessions
+skipping the lineage walk) must give the answer the plain path gives. The bounds are
+lowered with monkeypatch so a small real store takes the large-store paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memstrata.fulltext as ft
+from memstrata.fulltext import lineage_roots, make_filters, search_messages
+from memstrata.query import compile_query
+from memstrata.store import SessionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SessionStore]:
+    """Messages holding every subset of three common words, oldest first, plus filler."""
+    s = SessionStore(tmp_path / "state.db")
+    s.create_session("a", started_at=1.0)
+    messages = [{"role": "user", "content": "kafka redis nginx all three at once"}]
+    messages += [{"role": "user", "content": f"kafka and redis only {i}"} for i in range(3)]
+    messages += [{"role": "assistant", "content": f"kafka lag report {i}"} for i in range(12)]
+    messages += [{"role": "user", "content": f"redis eviction {i}"} for i in range(12)]
+    messages += [{"role": "assistant", "content": f"nginx reload {i}"} for i in range(12)]
+    messages += [{"role": "user", "content": f"filler line {i}"} for i in range(40)]
+    s.append_messages("a", messages)
+    yield s
+    s.close()
+
+
+WORDS = ("kafka", "redis", "nginx")
+
+
+def _check_presence_scores(store: SessionStore, hits: list[dict[str, object]]) -> None:
+    """Each hit scores by the words its text holds: equal sets score equally, and a
+    message holding more of the words scores higher than one holding a subset."""
+    with store.read_conn() as conn:
+        texts = {int(r[0]): str(r[1]) for r in conn.execute("SELECT id, content FROM messages")}
+    held = {h["id"]: frozenset(w for w in WORDS if w in texts[int(str(h["id"]))]) for h in hits}
+    score = {h["id"]: float(str(h["score"])) for h in hits}
+    for x in hits:
+        for y in hits:
+            hx, hy = held[x["id"]], held[y["id"]]
+            if hx == hy:
+                assert score[x["id"]] == pytest.approx(score[y["id"]])
+            elif hx > hy:
+                assert score[x["id"]] > score[y["id"]]
+
+
+def test_presence_from_the_index_scores_as_the_text_would(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every candidate scores the IDF of the words its text holds, without reading text."""
+    monkeypatch.setattr(ft, "COMMON_DF", 5)
+    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
+    with store.read_conn() as conn:
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        hits = search_messages(conn, "kafka redis nginx", limit=40)
+        conn.set_trace_callback(None)
+    # The newest rows (the fill, ids 17-40) were settled without reading their text; a
+    # text read may only serve the "every term" step.
+    read = [s for s in statements if "SELECT id, content, tool_name" in s]
+    ids = {int(x) for s in read for x in s.split("IN (")[1].rstrip(")").split(", ")}
+    assert not ids & set(range(17, 41))
+    assert hits[0]["id"] == 1  # the one message holding all three words
+    assert {h["id"] for h in hits[1:4]} == {2, 3, 4}  # then those holding two
+    _check_presence_scores(store, hits)
+
+
+def test_a_filter_below_the_walks_falls_back_to_the_text(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows the per-term walks did not reach (a filter skipped rows) are read and checked."""
+    monkeypatch.setattr(ft, "COMMON_DF", 5)
+    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 10)
+    with store.read_conn() as conn:
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        # The newest user rows are older than the newest 10 rows of "nginx" (assistant
+        # rows): its walk does not reach them, so their text settles it.
+        hits = search_messages(conn, "kafka redis nginx", role_filter="user", limit=10)
+        conn.set_trace_callback(None)
+    assert [s for s in statements if "SELECT id, content, tool_name" in s]
+    assert hits and all(h["role"] == "user" for h in hits)
+    assert hits[0]["id"] == 1
+    _check_presence_scores(store, hits)
+
+
+def test_multi_word_terms_are_checked_after_the_single_word_and(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auth-api`` (a phrase) joins the AND through the text of the single-word matches."""
+    monkeypatch.setattr(ft, "COMMON_DF", 5)
+    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 4)
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            [{"role": "user", "content": "raise the timeout for auth-api to 30s"}]
+            + [{"role": "user", "content": f"timeout on auth and api {i}"} for i in range(10)]
+            + [{"role": "user", "content": f"auth-api deploy {i}"} for i in range(10)]
+            + [{"role": "user", "content": f"timeout again {i}"} for i in range(10)]
+            + [{"role": "user", "content": f"filler {i}"} for i in range(30)],
+        )
+        # The single-word AND ("timeout") overflows 2k rows, yet the oldest message, the
+        # only one holding both terms, is found by the whole AND and ranks first.
+        hits = search_messages(s, "timeout auth-api", limit=4)
+        assert hits[0]["id"] == 1
+        monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
+        # Complete (fewer than 2k rows): checked on the text, same answer.
+        assert search_messages(s, "timeout auth-api", limit=4)[0]["id"] == 1
+        # "auth and api" in one message is not the phrase: those rows rank below.
+        ranked = [h["id"] for h in search_messages(s, "timeout auth-api", limit=40)]
+        assert ranked.index(1) == 0 and set(ranked[1:]) >= set(range(2, 12))
+
+
+def test_one_bm25_statement_when_the_index_has_few_matches(store: SessionStore) -> None:
+    """A filter that leaves fewer than k rows of a complete list does not re-run the query."""
+    with store.read_conn() as conn:
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        filters = make_filters(role_filter="assistant")
+        found = ft.collect_candidates(conn, compile_query("kafka"), filters, k=14)
+        conn.set_trace_callback(None)
+        roles = dict(conn.execute("SELECT id, role FROM messages").fetchall())
+    assert len([s for s in statements if "bm25(messages_fts," in s]) == 1
+    # 16 rows hold "kafka" (all within the 2k list), 12 of them assistant rows.
+    assert sorted(c.id for c in found) == list(range(5, 17))
+    assert all(roles[c.id] == "assistant" for c in found)
+
+
+def test_lineage_roots_walks_only_children(tmp_path: Path) -> None:
+    """Parentless sessions are their own root; children walk up to theirs; cycles end."""
+    with SessionStore(tmp_path / "s.db") as s:
+        for sid, parent in (("r", None), ("c1", "r"), ("c2", "c1"), ("lone", None)):
+            s.create_session(sid, started_at=1.0, parent_session_id=parent)
+        s.create_session("x", started_at=1.0)
+        s.create_session("y", started_at=1.0, parent_session_id="x")
+        with s.write() as conn:
+            # Damaged data: a parent loop must not run away.
+            conn.execute("UPDATE sessions SET parent_session_id = 'y' WHERE id = 'x'")
+        with s.read_conn() as conn:
+            roots = lineage_roots(conn, ["r", "c1", "c2", "lone", "missing", "y"])
+    assert roots["r"] == roots["c1"] == roots["c2"] == "r"
+    assert roots["lone"] == "lone" and roots["missing"] == "missing"
+    assert roots["y"] in {"x", "y"}
+
+
+def test_a_filter_that_drops_every_ranked_row_runs_the_exact_query(
+    store: SessionStore,
+) -> None:
+    """When the best 2k rows are all filtered out, older matching rows are still found."""
+    filters = make_filters(role_filter="user")
+    with store.read_conn() as conn:
+        # "kafka" is in 16 rows: the 12 newest are assistant rows. With k=3 the ranked
+        # list holds 6 rows, possibly all assistant ones; the user rows must still come.
+        found = ft.collect_candidates(conn, compile_query("kafka lag OR kafka"), filters, k=3)
+        roles = dict(conn.execute("SELECT id, role FROM messages").fetchall())
+    assert found and all(roles[c.id] == "user" for c in found)
+
+
+def test_a_dense_term_is_checked_as_a_word_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term in over a tenth of the rows is checked on text, where ``run`` must start a
+    word: ``truncate`` does not hold it."""
+    monkeypatch.setattr(ft, "COMMON_DF", 5)
+    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            # The row counts are estimated from the newest matches: "run" is spread over the
+            # newest rows (dense), "deploy" sits among the oldest (not dense).
+            [{"role": "user", "content": "run the deploy again tonight"}]
+            + [{"role": "user", "content": f"truncate then deploy {i}"} for i in range(8)]
+            + [
+                {"role": "user", "content": f"run step {i}" if i % 5 == 0 else f"filler {i}"}
+                for i in range(150)
+            ],
+        )
+        with s.read_conn() as conn:
+            statements: list[str] = []
+            conn.set_trace_callback(statements.append)
+            hits = search_messages(conn, "run deploy", limit=40)
+            conn.set_trace_callback(None)
+    # The dense term was not walked in the AND.
+    assert not [x for x in statements if '"run" AND' in x or 'AND "run"' in x]
+    assert hits[0]["id"] == 1
+    truncates = [h for h in hits if "truncate" in str(h["snippet"])]
+    assert truncates and all(h["score"] < hits[0]["score"] for h in truncates)
