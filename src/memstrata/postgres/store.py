@@ -20,9 +20,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from types import TracebackType
 from typing import Any, cast
 
+from memstrata.closing import Closing
 from memstrata.config import Config
 from memstrata.errors import NamespaceError, SessionStoreError
 from memstrata.postgres import lineage, maintenance, messages, sessions
@@ -54,7 +54,7 @@ def validate_namespace(namespace: object) -> str:
     return namespace
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(Closing):
     """The L2 session store on PostgreSQL, scoped to one tenant (``namespace``).
 
     ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema
@@ -117,17 +117,6 @@ class PostgresSessionStore:
     def close(self) -> None:
         """Close every pooled connection (idempotent)."""
         self._db.close()
-
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def connection(self, *, snapshot: bool = False) -> AbstractContextManager[Conn]:
         """One pooled connection inside a transaction: commit on return, roll back on error.
