@@ -102,8 +102,17 @@ def test_search_messages_prefers_the_named_date(store: SessionStore) -> None:
 def test_explicit_queries_and_date_only_queries(store: SessionStore) -> None:
     # Quotes make a query explicit: its words are searched as written.
     assert search_messages(store, '"church friends" 2023')[0]["session_id"] == "july"
-    # A query made only of a date still searches its words (none match here).
+    # Words beside a date are searched even when they are stopwords (nothing says "in").
     assert search_sessions(store, "in July 2023") == []
+    # A question made only of a date and question words finds what was written then,
+    # though no message quotes the date; a filter still applies to those messages.
+    question = "What did we do in July 2023?"
+    assert [h["session_id"] for h in search_sessions(store, question)] == ["july"]
+    found = search_messages(store, "What did we do on 7 July, 2023?")
+    assert [h["session_id"] for h in found] == ["july"]
+    assert search_messages(store, "on 7 July, 2023", role_filter=["assistant"]) == []
+    # June of no year names no span of time: nothing to fetch by date.
+    assert search_sessions(store, "What did we do in June?") == []
 
 
 def test_hit_decay_is_checked(store: SessionStore) -> None:

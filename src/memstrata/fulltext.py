@@ -23,7 +23,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
@@ -708,6 +708,29 @@ class RankedQuery:
     candidates: list[Candidate]
 
 
+# Score of a message found only because it was written on the day a date-only question
+# names (keyword hits of the date's words, scaled to at most 1 per index, may add to it).
+WINDOW_SCORE: Final = 1.0
+
+
+def _window_candidates(
+    conn: sqlite3.Connection, windows: Sequence[DateWindow], filters: Filters, k: int
+) -> list[Candidate]:
+    """The newest ``k`` messages written inside the windows with a start and an end."""
+    spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
+    if not spans:
+        return []
+    where, params = filters.sql()
+    join = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    inside = " OR ".join("(m.timestamp >= ? AND m.timestamp < ?)" for _ in spans)
+    rows = conn.execute(
+        f"SELECT m.id, m.session_id, m.timestamp FROM messages m{join} "
+        f"WHERE ({inside}){where} ORDER BY m.timestamp DESC LIMIT ?",
+        [*(bound for span in spans for bound in span), *params, k],
+    ).fetchall()
+    return [Candidate(int(r[0]), str(r[1]), float(r[2]), {}, score=WINDOW_SCORE) for r in rows]
+
+
 def rank_query(
     conn: sqlite3.Connection,
     query: str | None,
@@ -734,17 +757,24 @@ def rank_query(
         )
     compiled = compile_query(query)
     windows: list[DateWindow] = []
+    date_only = False
     if dates and not compiled.explicit and query:
         windows = find_dates(query)
         if windows:
             stripped = compile_query(strip_dates(query, windows))
             # A query made only of a date still searches its words.
-            compiled = compiled if stripped.is_empty else stripped
+            date_only = stripped.is_empty
+            compiled = compiled if date_only else stripped
     found = (
         {c.id: c for c in collect_candidates(conn, compiled, filters, k=k)}
         if not compiled.is_empty
         else {}
     )
+    if date_only:
+        # "What did we do on 7 July 2023?" names nothing but a day: what was written
+        # that day is the answer, whether or not a message quotes the date.
+        for cand in _window_candidates(conn, windows, filters, k):
+            found.setdefault(cand.id, cand)
     if subqueries:
         extra = []
         for sub in subqueries:
