@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memstrata import store_lineage
 from memstrata.config import Config
@@ -111,6 +111,20 @@ def _clamp_limit(limit: int | None) -> int:
     return max(1, min(MAX_LIMIT, limit))
 
 
+_Step = Callable[..., dict[str, Any]]
+
+
+def _steps(store: SessionStore | PostgresSessionStore) -> tuple[_Step, _Step, _Step]:
+    """The read, scroll and discover steps of the store's backend."""
+    if isinstance(store, SessionStore):
+        return read_session, scroll_session, discover
+    # A PostgreSQL store: the same steps over its public methods (psycopg is an optional
+    # dependency, so the module is imported only when one is passed).
+    from memstrata.postgres import recall
+
+    return recall.read_session, recall.scroll_session, recall.discover
+
+
 def session_search(
     store: SessionStore | PostgresSessionStore,
     query: str | None = "",
@@ -146,27 +160,7 @@ def session_search(
     Raises :class:`~memstrata.errors.SessionStoreError` subclasses for bad arguments or
     unknown sessions; model failures never raise (they fall back to verbatim text).
     """
-    if not isinstance(store, SessionStore):
-        # A PostgreSQL store: the same recall over its public methods (psycopg is an
-        # optional dependency, so the module is imported only when one is passed).
-        from memstrata.postgres import recall
-
-        return recall.session_search(
-            store,
-            query,
-            current_session_id=current_session_id,
-            limit=limit,
-            role_filter=role_filter,
-            source=source,
-            since=since,
-            until=until,
-            session_id=session_id,
-            around_message_id=around_message_id,
-            window=window,
-            summarize=summarize,
-            llm=llm,
-            config=config,
-        )
+    read, scroll, find = _steps(store)
     if query is not None and not isinstance(query, str):
         raise SessionStoreError(f"query must be text, got {type(query).__name__}.")
     if since is not None and until is not None and since > until:
@@ -175,7 +169,7 @@ def session_search(
         )
     if session_id:
         if around_message_id is not None:
-            return scroll_session(
+            return scroll(
                 store,
                 session_id,
                 around_message_id,
@@ -183,7 +177,7 @@ def session_search(
                 current_session_id=current_session_id,
                 note=NOTE,
             )
-        return read_session(store, session_id, current_session_id=current_session_id, note=NOTE)
+        return read(store, session_id, current_session_id=current_session_id, note=NOTE)
     if around_message_id is not None:
         raise SessionStoreError(
             "around_message_id needs session_id too: pass the session_id of the result "
@@ -191,15 +185,16 @@ def session_search(
         )
     count = _clamp_limit(limit)
     if not (query or "").strip():
+        # The listing needs list_sessions_rich only, which both stores provide.
         return recent_sessions(
-            store,
+            cast(SessionStore, store),
             limit=count,
             source=source,
             since=since,
             until=until,
             current_session_id=current_session_id,
         )
-    return discover(
+    return find(
         store,
         query or "",
         limit=count,

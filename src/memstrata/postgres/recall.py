@@ -1,7 +1,8 @@
-"""``session_search`` on a :class:`~memstrata.postgres.PostgresSessionStore`.
+"""The steps of ``session_search`` on a :class:`~memstrata.postgres.PostgresSessionStore`.
 
-The same four shapes and the same answers as :mod:`memstrata.search` on SQLite (recent,
-discover, read, scroll), built on the store's public methods: ``search_messages`` finds
+:func:`memstrata.search.session_search` checks the arguments and routes a PostgreSQL
+store here for discover, read and scroll (the recent listing is shared); the answers
+are the SQLite ones, built on the store's public methods: ``search_messages`` finds
 the candidate messages, ``get_lineage_root`` groups them per conversation (ranked by
 :func:`memstrata.fulltext.aggregate_sessions`, the SQLite ranking), the compression chain
 and the live context come from ``get_compression_tip``, ``get_lineage_ids`` and
@@ -19,7 +20,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from memstrata import search
 from memstrata.config import Config
@@ -48,9 +49,8 @@ from memstrata.truncate import Needles, format_transcript, needles_for, truncate
 
 if TYPE_CHECKING:
     from memstrata.postgres.store import PostgresSessionStore
-    from memstrata.store import SessionStore
 
-__all__ = ["session_search"]
+__all__ = ["discover", "read_session", "scroll_session"]
 
 # Messages fetched from the index before grouping per conversation: as wide as SQLite's
 # candidate pool, so that hiding the current conversation's live rows afterwards still
@@ -58,74 +58,6 @@ __all__ = ["session_search"]
 CANDIDATES = 300
 # Cap of compression hops walked, as memstrata.store_lineage.MAX_HOPS.
 MAX_HOPS = 100
-
-
-def session_search(
-    store: PostgresSessionStore,
-    query: str | None = "",
-    *,
-    current_session_id: str | None = None,
-    limit: int | None = None,
-    role_filter: str | Iterable[str] | None = None,
-    source: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    session_id: str | None = None,
-    around_message_id: int | None = None,
-    window: int | None = None,
-    summarize: bool | None = None,
-    llm: LLMClient | None = None,
-    config: Config | None = None,
-) -> dict[str, Any]:
-    """Recall past conversations from PostgreSQL (see :func:`memstrata.search.session_search`).
-
-    Same arguments, same result dicts, same errors as the SQLite version.
-    """
-    if query is not None and not isinstance(query, str):
-        raise SessionStoreError(f"query must be text, got {type(query).__name__}.")
-    if since is not None and until is not None and since > until:
-        raise SessionStoreError(
-            f"since ({when(since)}) is after until ({when(until)}): swap them or drop one."
-        )
-    if session_id:
-        if around_message_id is not None:
-            return scroll_session(
-                store,
-                session_id,
-                around_message_id,
-                window=window,
-                current_session_id=current_session_id,
-            )
-        return read_session(store, session_id, current_session_id=current_session_id)
-    if around_message_id is not None:
-        raise SessionStoreError(
-            "around_message_id needs session_id too: pass the session_id of the result "
-            "the message id came from."
-        )
-    count = search._clamp_limit(limit)
-    if not (query or "").strip():
-        # The listing needs list_sessions_rich only, which both stores provide.
-        return search.recent_sessions(
-            cast("SessionStore", store),
-            limit=count,
-            source=source,
-            since=since,
-            until=until,
-            current_session_id=current_session_id,
-        )
-    return discover(
-        store,
-        query or "",
-        limit=count,
-        current_session_id=current_session_id,
-        role_filter=role_filter,
-        source=source,
-        since=since,
-        until=until,
-        summarize=summarize,
-        llm=llm,
-        config=config,
-    )
 
 
 # ---------------------------------------------------------------------------- lineage
@@ -241,7 +173,11 @@ def _session_meta(store: PostgresSessionStore, session_id: str) -> dict[str, Any
 
 
 def read_session(
-    store: PostgresSessionStore, session_id: str, *, current_session_id: str | None = None
+    store: PostgresSessionStore,
+    session_id: str,
+    *,
+    current_session_id: str | None = None,
+    note: str = "",
 ) -> dict[str, Any]:
     """One session's visible messages; a long one gives its first 20 and last 10."""
     resolved = store.resolve_session_id(session_id)
@@ -270,7 +206,8 @@ def read_session(
             f"out. Scroll with session_id={resolved!r}, around_message_id=<an id in that "
             f"range>, window up to {MAX_WINDOW}."
         )
-    result["note"] = search.NOTE
+    if note:
+        result["note"] = note
     return result
 
 
@@ -281,6 +218,7 @@ def scroll_session(
     *,
     window: int | None = None,
     current_session_id: str | None = None,
+    note: str = "",
 ) -> dict[str, Any]:
     """Up to ``window`` visible messages on each side of ``around_message_id``."""
     if isinstance(around_message_id, bool) or not isinstance(around_message_id, int):
@@ -338,7 +276,8 @@ def scroll_session(
     }
     if warning:
         result["warning"] = warning
-    result["note"] = search.NOTE
+    if note:
+        result["note"] = note
     return result
 
 
