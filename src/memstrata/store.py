@@ -39,16 +39,9 @@ from memstrata.errors import (
     IndexError_,
     SessionStoreError,
 )
-from memstrata.store_codec import session_values, text_field
+from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field
 
 DB_FILENAME = "state.db"
-_TOKEN_COLUMNS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
 
 
 class SessionStore(Closing):
@@ -231,7 +224,7 @@ class SessionStore(Closing):
         )
         if any(not isinstance(c, int) or c < 0 for c in (*counts, api_calls)):
             raise SessionStoreError("Token counts and api_calls must be non-negative integers.")
-        sets = ", ".join(f"{c} = {c} + ?" for c in _TOKEN_COLUMNS)
+        sets = ", ".join(f"{c} = {c} + ?" for c in TOKEN_COLUMNS)
         cost = (
             "estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + ?"
             if estimated_cost_usd is not None

@@ -45,6 +45,17 @@ MESSAGE_KEYS = frozenset(
 )
 
 
+# The per-call usage counters of a session, in the order update_token_counts takes them
+# (both backends add to the same columns).
+TOKEN_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
 def scrub(text: str | None) -> str | None:
     """Replace lone surrogates with U+FFFD so the text can be encoded as UTF-8."""
     if text is None:

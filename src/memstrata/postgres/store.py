@@ -28,19 +28,12 @@ from memstrata.errors import NamespaceError, SessionStoreError
 from memstrata.postgres import lineage, maintenance, messages, sessions
 from memstrata.postgres.codec import pg_text, session_row
 from memstrata.postgres.database import Conn, Database, Durability
-from memstrata.store_codec import session_values, text_field
+from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field
 from memstrata.store_messages import as_conversation
 from memstrata.titles import sanitize_title
 
 # A tenant name: a user id, an agent name, an e-mail address; never empty, no spaces.
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/+=-]{0,127}$")
-_TOKEN_COLUMNS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
 _CONNECT_TIMEOUT_S = 10.0
 
 
@@ -247,7 +240,7 @@ class PostgresSessionStore(Closing):
             isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in (*counts, api_calls)
         ):
             raise SessionStoreError("Token counts and api_calls must be non-negative integers.")
-        sets = ", ".join(f"{c} = {c} + %s" for c in _TOKEN_COLUMNS)
+        sets = ", ".join(f"{c} = {c} + %s" for c in TOKEN_COLUMNS)
         params: list[Any] = [*counts, api_calls]
         cost = ""
         if estimated_cost_usd is not None:
