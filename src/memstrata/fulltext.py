@@ -21,7 +21,7 @@ import contextlib
 import math
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -646,27 +646,46 @@ def search_sessions(
         best = [group[0] for _, group in ranked]
         hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
         titles = session_titles(conn, [c.session_id for c in best])
-    out: list[dict[str, Any]] = []
-    for (root, group), top in zip(ranked, best, strict=True):
-        hit = hits[top.id]
-        out.append(
-            {
-                "session_id": top.session_id,
-                "lineage_root": root if by_lineage else None,
-                "score": round(session_score(group, top_hits, hit_decay), 6),
-                "hit_count": len(group),
-                "match_message_id": top.id,
-                "matched_role": hit["role"],
-                "snippet": hit["snippet"],
-                "timestamp": hit["timestamp"],
-                "source": hit["source"],
-                "model": hit["model"],
-                "title": titles.get(top.session_id),
-                "session_started": hit["session_started"],
-                "message_ids": [c.id for c in group[:top_hits]],
-            }
+    return [
+        session_result(
+            root if by_lineage else None,
+            group,
+            hits[top.id],
+            titles.get(top.session_id),
+            top_hits=top_hits,
+            hit_decay=hit_decay,
         )
-    return out
+        for (root, group), top in zip(ranked, best, strict=True)
+    ]
+
+
+def session_result(
+    lineage_root: str | None,
+    group: Sequence[Candidate],
+    hit: Mapping[str, Any],
+    title: str | None,
+    *,
+    top_hits: int,
+    hit_decay: float,
+) -> dict[str, Any]:
+    """One :func:`search_sessions` result: a session's best hits (best first) and the
+    hit dict of the first; the PostgreSQL store shapes its results with it too."""
+    top = group[0]
+    return {
+        "session_id": top.session_id,
+        "lineage_root": lineage_root,
+        "score": round(session_score(group, top_hits, hit_decay), 6),
+        "hit_count": len(group),
+        "match_message_id": top.id,
+        "matched_role": hit["role"],
+        "snippet": hit["snippet"],
+        "timestamp": hit["timestamp"],
+        "source": hit["source"],
+        "model": hit["model"],
+        "title": title,
+        "session_started": hit["session_started"],
+        "message_ids": [c.id for c in group[:top_hits]],
+    }
 
 
 def session_score(

@@ -40,7 +40,7 @@ from memstrata.fulltext import (
     Candidate,
     _check_paging,
     aggregate_sessions,
-    session_score,
+    session_result,
 )
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import CONTEXT_CHARS, SNIPPET_CHARS, highlight, highlight_needles
@@ -663,26 +663,15 @@ def search_sessions(
                 (ns, [c.session_id for c in best]),
             ).fetchall()
         }
-    out: list[dict[str, Any]] = []
-    for (root, group), top in zip(ranked, best, strict=True):
-        hit = hits.get(top.id)
-        if hit is None:
-            continue
-        out.append(
-            {
-                "session_id": top.session_id,
-                "lineage_root": root if by_lineage else None,
-                "score": round(session_score(group, top_hits, hit_decay), 6),
-                "hit_count": len(group),
-                "match_message_id": top.id,
-                "matched_role": hit["role"],
-                "snippet": hit["snippet"],
-                "timestamp": hit["timestamp"],
-                "source": hit["source"],
-                "model": hit["model"],
-                "title": titles.get(top.session_id),
-                "session_started": hit["session_started"],
-                "message_ids": [c.id for c in group[:top_hits]],
-            }
+    return [
+        session_result(
+            root if by_lineage else None,
+            group,
+            hits[top.id],
+            titles.get(top.session_id),
+            top_hits=top_hits,
+            hit_decay=hit_decay,
         )
-    return out
+        for (root, group), top in zip(ranked, best, strict=True)
+        if top.id in hits
+    ]
