@@ -16,7 +16,7 @@ child that started while its parent ran is a delegate, anything else is a branch
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from memstrata.store_codec import content_text
@@ -352,8 +352,6 @@ def session_entry(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any
             f"SELECT * FROM sessions WHERE id IN ({','.join('?' * len(ids))})", list(ids)
         ).fetchall()
     }
-    root, tip = rows[ids[0]], rows[ids[-1]]
-    title = next((rows[i]["title"] for i in reversed(ids) if rows[i]["title"]), None)
     preview = ""
     for sid in ids:
         hit = conn.execute(
@@ -364,6 +362,17 @@ def session_entry(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Any
         if hit is not None:
             preview = preview_text(hit["content"])
             break
+    return chain_entry(rows, ids, preview)
+
+
+def chain_entry(
+    rows: Mapping[str, Mapping[str, Any]], ids: Sequence[str], preview: str
+) -> dict[str, Any]:
+    """The listing row of a compression chain (``ids`` root first, ``rows`` their session
+    rows by id): projected onto the tip, titled by the newest title, counted over all.
+    The PostgreSQL store builds its rows with it too."""
+    root, tip = rows[ids[0]], rows[ids[-1]]
+    title = next((rows[i]["title"] for i in reversed(ids) if rows[i]["title"]), None)
     actives = [rows[i]["last_active"] for i in ids if rows[i]["last_active"] is not None]
     return {
         "id": tip["id"],

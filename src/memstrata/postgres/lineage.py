@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from memstrata.postgres.codec import sqlite_form
-from memstrata.store_lineage import HIDDEN_KINDS, MAX_HOPS, preview_text
+from memstrata.store_lineage import HIDDEN_KINDS, MAX_HOPS, chain_entry, preview_text
 
 Conn = psycopg.Connection[Any]
 Row = dict[str, Any]
@@ -311,8 +311,6 @@ def session_entry(conn: Conn, ns: str, ids: Sequence[str]) -> dict[str, Any]:
             "SELECT * FROM sessions WHERE namespace = %s AND id = ANY(%s)", (ns, list(ids))
         ).fetchall()
     }
-    root, tip = rows[ids[0]], rows[ids[-1]]
-    title = next((rows[i]["title"] for i in reversed(ids) if rows[i]["title"]), None)
     preview = ""
     for sid in ids:
         hit = conn.execute(
@@ -323,18 +321,4 @@ def session_entry(conn: Conn, ns: str, ids: Sequence[str]) -> dict[str, Any]:
         if hit is not None:
             preview = preview_text(sqlite_form(hit["content"]))
             break
-    actives = [rows[i]["last_active"] for i in ids if rows[i]["last_active"] is not None]
-    return {
-        "id": tip["id"],
-        "root_id": root["id"],
-        "title": title,
-        "source": root["source"],
-        "model": tip["model"] or root["model"],
-        "started_at": root["started_at"],
-        "last_active": max(actives) if actives else None,
-        "message_count": sum(int(rows[i]["message_count"]) for i in ids),
-        "preview": preview,
-        "ended_at": tip["ended_at"],
-        "end_reason": tip["end_reason"],
-        "session_ids": list(ids),
-    }
+    return chain_entry(rows, ids, preview)
