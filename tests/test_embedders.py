@@ -241,7 +241,6 @@ def test_sessions_embed_command_fills_the_vectors(
     from click.testing import CliRunner
 
     from memstrata.cli import cli
-
     from memstrata.facts import FactStore
 
     with SessionStore(memstrata_home / "state.db") as s:
