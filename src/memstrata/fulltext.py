@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
+from memstrata import fulltext_bm25 as bm25
 from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
 from memstrata.cjk import has_cjk
@@ -83,11 +84,13 @@ SESSION_HIT_DECAY = 0.6
 # term whatever the store's size. LoCoMo session recall is unchanged down to ~50 rows
 # (benchmarks/results/recall.md); 500 keeps a wide margin above that.
 COMMON_DF = 500
-# A boolean query (AND, NOT) with more matches than this ranks only its newest
-# BOOLEAN_RANKED (see _capped_candidates). Higher than COMMON_DF: an AND of common words
-# has no rarer term to lean on, and BM25's preference for short messages that hold every
-# word is what finds the right one among thousands.
-BOOLEAN_RANKED = 2000
+# A boolean query (AND, NOT) ranks only its newest BOOLEAN_RANKED matches (see
+# _capped_candidates). Higher than COMMON_DF: an AND of common words has no rarer term to
+# lean on, and BM25's preference for short messages that hold every word is what finds
+# the right one among thousands. Measured at 1M messages (benchmarks/results/store-1m.md):
+# 2,000 found 29 of 40 planted answers in the first page, 1,000 found 32 at two thirds
+# of the cost (the walk and the length lookups grow with it), 500 found 31.
+BOOLEAN_RANKED = 1000
 # In the "every common term" step, a term in more than this share of the rows is checked
 # on the text of the other terms' AND instead of being walked (see _holding_every).
 _AND_DENSE = 0.1
@@ -139,19 +142,11 @@ def _index_candidates(
     filters: Filters,
     k: int,
     order: Literal["rank", "newest", "oldest"],
-    floor: int = 0,
 ) -> list[tuple[int, str, float, float]]:
-    """Best k rows of one index as (id, session_id, timestamp, bm25).
-
-    ``floor`` > 0 ranks only the matches with rowid >= floor: FTS5 takes the rowid range
-    into the scan, so rows below it are neither visited nor scored.
-    """
+    """Best k rows of one index as (id, session_id, timestamp, bm25)."""
     table = _TABLES[index]
     where, params = filters.sql()
-    if floor > 0:
-        match_sql, match_params = f"{table} MATCH ? AND {table}.rowid >= ?", [match, floor]
-    else:
-        match_sql, match_params = f"{table} MATCH ?", [match]
+    match_sql, match_params = f"{table} MATCH ?", [match]
     join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
     if order == "rank":
         weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
@@ -204,37 +199,71 @@ def _common_df(conn: sqlite3.Connection, index: Index, leaf: str, total: int) ->
     length) at microseconds, so "which row is the (COMMON_DF+1)-th newest match?" is cheap
     to ask. Its distance from the newest row gives the term's density, hence its count.
     """
-    table = _TABLES[index]
-    row = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (leaf, COMMON_DF),
-    ).fetchone()
-    if row is None:
-        return None
-    span = max(total - int(row[0]) + 1, COMMON_DF + 1)
-    return min(float(total), (COMMON_DF + 1) * total / span)
+    count, exact = bm25.density_count(conn, _TABLES[index], leaf, total, COMMON_DF)
+    return None if exact else min(float(total), count)
 
 
 def _capped_candidates(
-    conn: sqlite3.Connection, index: Index, match: str, filters: Filters, k: int
+    conn: sqlite3.Connection,
+    index: Index,
+    match: str,
+    tree: Node | None,
+    filters: Filters,
+    k: int,
 ) -> list[tuple[int, str, float, float]]:
-    """Rank a boolean query (AND, NOT, OR of groups) without scoring every match.
+    """Rank a boolean query (AND, NOT, OR of groups) without FTS5's bm25().
 
-    ``deploying NOT desert`` matches every row of a common word; BM25 over all of them
-    costs microseconds a row. When the query has more than BOOLEAN_RANKED matches, only
-    the newest BOOLEAN_RANKED are ranked (finding where they start is a walk of the doclists, tens
-    of nanoseconds a row). When filters leave fewer than k of them, the exact query runs.
+    ``deploying NOT desert`` matches every row of a common word, and bm25() counts every
+    row of every term of the query before scoring one. Only the newest BOOLEAN_RANKED
+    matches are ranked, by :func:`memstrata.fulltext_bm25.rank_newest`, and joined with
+    their messages best first until k pass the filters. When the filters leave fewer
+    and older matches exist, the exact query runs.
     """
-    table = _TABLES[index]
-    row = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (match, BOOLEAN_RANKED - 1),
-    ).fetchone()
-    if row is not None and k <= BOOLEAN_RANKED:
-        rows = _index_candidates(conn, index, match, filters, k, "rank", floor=int(row[0]))
-        if len(rows) >= k:
-            return rows
+    if tree is None or k > BOOLEAN_RANKED:
+        return _index_candidates(conn, index, match, filters, k, "rank")
+    ranked = bm25.rank_newest(
+        conn,
+        _TABLES[index],
+        index,
+        tree,
+        match,
+        limit=BOOLEAN_RANKED,
+        probe=COMMON_DF,
+        weights=() if index == "cjk" else COLUMN_WEIGHTS,
+    )
+    rows = _join_ranked(conn, ranked, filters, k)
+    if len(rows) >= k or len(ranked) < BOOLEAN_RANKED:
+        return rows
     return _index_candidates(conn, index, match, filters, k, "rank")
+
+
+def _join_ranked(
+    conn: sqlite3.Connection, ranked: Sequence[tuple[int, float]], filters: Filters, k: int
+) -> list[tuple[int, str, float, float]]:
+    """The best k of ``ranked`` (row id, score) that pass ``filters``, with their messages.
+
+    Rows are joined 2k at a time, best first: a page needs k of them, and reading every
+    ranked row's message would cost more than ranking them did.
+    """
+    where, params = filters.sql()
+    join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    out: list[tuple[int, str, float, float]] = []
+    step = 2 * k
+    for start in range(0, len(ranked), step):
+        chunk = ranked[start : start + step]
+        marks = ", ".join("?" for _ in chunk)
+        found = {
+            int(r[0]): (str(r[1]), float(r[2]))
+            for r in conn.execute(
+                f"SELECT m.id, m.session_id, m.timestamp FROM messages m{join_sessions} "
+                f"WHERE m.id IN ({marks}){where}",
+                [*(rid for rid, _ in chunk), *params],
+            )
+        }
+        out += [(rid, *found[rid], score) for rid, score in chunk if rid in found]
+        if len(out) >= k:
+            break
+    return out[:k]
 
 
 def _word_hit(conn: sqlite3.Connection, term: Term) -> bool:
@@ -476,7 +505,7 @@ def collect_candidates(
         elif total > COMMON_DF and leaves:
             rows = _bounded_candidates(conn, index, leaves, filters, k, total)
         elif bounded and order == "rank" and compiled.leaves is None:
-            rows = _capped_candidates(conn, index, match, filters, k)
+            rows = _capped_candidates(conn, index, match, compiled.tree, filters, k)
         else:
             rows = _index_candidates(conn, index, match, filters, k, order)
         if not rows:
