@@ -152,6 +152,31 @@ def test_token_counts_increment(store: Any) -> None:
         store.update_token_counts("s", input_tokens=-1)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"input_tokens": True}, "non-negative integers"),
+        ({"api_calls": 1.5}, "non-negative integers"),
+        ({"estimated_cost_usd": float("nan")}, "finite non-negative"),
+        ({"estimated_cost_usd": float("inf")}, "finite non-negative"),
+        ({"estimated_cost_usd": -0.1}, "finite non-negative"),
+        ({"estimated_cost_usd": "0.1"}, "must be a number"),
+    ],
+)
+def test_bad_usage_is_refused_alike_and_changes_nothing(
+    store: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    """Both backends refuse the same bad usage values, and the counters stay as they were."""
+    store.create_session("s")
+    store.update_token_counts("s", input_tokens=3, estimated_cost_usd=0.5)
+    with pytest.raises(SessionStoreError, match=message):
+        store.update_token_counts("s", **kwargs)
+    session = store.get_session("s")
+    assert session is not None
+    assert session["input_tokens"] == 3 and session["api_call_count"] == 1
+    assert session["estimated_cost_usd"] == pytest.approx(0.5)
+
+
 def test_system_prompt_update(store: Any) -> None:
     """update_system_prompt replaces the stored prompt."""
     store.create_session("s", system_prompt="one")

@@ -39,7 +39,7 @@ from memstrata.errors import (
     IndexError_,
     SessionStoreError,
 )
-from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field
+from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field, usage_values
 
 DB_FILENAME = "state.db"
 
@@ -215,24 +215,17 @@ class SessionStore(Closing):
         api_calls: int = 1,
     ) -> None:
         """Add one API call's usage to the session's counters."""
-        counts = (
-            input_tokens,
-            output_tokens,
-            cache_read_tokens,
-            cache_write_tokens,
-            reasoning_tokens,
+        params = usage_values(
+            (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens),
+            api_calls,
+            estimated_cost_usd,
         )
-        if any(not isinstance(c, int) or c < 0 for c in (*counts, api_calls)):
-            raise SessionStoreError("Token counts and api_calls must be non-negative integers.")
         sets = ", ".join(f"{c} = {c} + ?" for c in TOKEN_COLUMNS)
         cost = (
             "estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + ?"
             if estimated_cost_usd is not None
             else "estimated_cost_usd = estimated_cost_usd"
         )
-        params: list[Any] = [*counts, api_calls]
-        if estimated_cost_usd is not None:
-            params.append(float(estimated_cost_usd))
         self._update(
             session_id,
             f"UPDATE sessions SET {sets}, api_call_count = api_call_count + ?, {cost} WHERE id = ?",

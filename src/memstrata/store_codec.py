@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 import time
@@ -54,6 +55,31 @@ TOKEN_COLUMNS = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
+
+
+def usage_values(
+    counts: tuple[int, ...], api_calls: int, estimated_cost_usd: float | None
+) -> list[Any]:
+    """Check one API call's usage; return the values to add, in TOKEN_COLUMNS order, then
+    ``api_calls``, then the cost when one was given.
+
+    ``True`` is refused as a count (Python would add it as 1), and so is a cost that is
+    negative, infinite or NaN: one bad value would poison the session's total for good.
+    """
+    values = (*counts, api_calls)
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in values):
+        raise SessionStoreError(
+            f"Token counts and api_calls must be non-negative integers, got {values!r}."
+        )
+    if estimated_cost_usd is None:
+        return list(values)
+    if isinstance(estimated_cost_usd, bool) or not isinstance(estimated_cost_usd, int | float):
+        raise SessionStoreError(f"estimated_cost_usd must be a number, got {estimated_cost_usd!r}.")
+    if not math.isfinite(estimated_cost_usd) or estimated_cost_usd < 0:
+        raise SessionStoreError(
+            f"estimated_cost_usd must be a finite non-negative number, got {estimated_cost_usd!r}."
+        )
+    return [*values, float(estimated_cost_usd)]
 
 
 def scrub(text: str | None) -> str | None:

@@ -28,7 +28,7 @@ from memstrata.errors import NamespaceError, SessionStoreError
 from memstrata.postgres import lineage, maintenance, messages, sessions
 from memstrata.postgres.codec import pg_text, session_row
 from memstrata.postgres.database import Conn, Database, Durability
-from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field
+from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field, usage_values
 from memstrata.store_messages import as_conversation
 from memstrata.titles import sanitize_title
 
@@ -229,23 +229,15 @@ class PostgresSessionStore(Closing):
         api_calls: int = 1,
     ) -> None:
         """Add one API call's usage to the session's counters."""
-        counts = (
-            input_tokens,
-            output_tokens,
-            cache_read_tokens,
-            cache_write_tokens,
-            reasoning_tokens,
+        params = usage_values(
+            (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens),
+            api_calls,
+            estimated_cost_usd,
         )
-        if any(
-            isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in (*counts, api_calls)
-        ):
-            raise SessionStoreError("Token counts and api_calls must be non-negative integers.")
         sets = ", ".join(f"{c} = {c} + %s" for c in TOKEN_COLUMNS)
-        params: list[Any] = [*counts, api_calls]
         cost = ""
         if estimated_cost_usd is not None:
             cost = ", estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + %s"
-            params.append(float(estimated_cost_usd))
         self._update(
             session_id,
             f"UPDATE sessions SET {sets}, api_call_count = api_call_count + %s{cost} "
