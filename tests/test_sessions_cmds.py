@@ -194,7 +194,7 @@ def test_check_reindex_stats(seeded: Path) -> None:
     code, out = _run("sessions", "check")
     assert code == 1 and "messages_fts_cjk_ai is missing" in out and "reindex" in out
     code, out = _run("sessions", "reindex")
-    assert code == 0 and "messages_fts_cjk: 1 rows" in out
+    assert code == 0 and "CJK bigram index: 1 rows" in out and "word index: 2 rows" in out
     code, out = _run("sessions", "reindex", "--json")
     assert code == 0 and json.loads(out)["messages_fts"] == 2
     code, out = _run("sessions", "check", "--json")
@@ -226,6 +226,9 @@ def test_sessions_and_search_commands_follow_store_dsn(
             assert json.loads(out)["results"][0]["session_id"] == "pg-one"
             code, out = _run("sessions", "optimize", "--json")
             assert code == 0, out
+            code, out = _run("sessions", "reindex")
+            assert code == 0 and "word index: 1 rows" in out, out
+            assert "CJK bigram index: 0 rows" in out and "messages_fts" not in out
             # Nothing went to a SQLite file in the home folder.
             assert not (memstrata_home / "state.db").exists()
         finally:

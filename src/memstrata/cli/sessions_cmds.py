@@ -391,6 +391,15 @@ def sessions_prune(
         click.echo(sid)
 
 
+# What each index is, in words: the counts are keyed by the SQLite index tables on both
+# backends (PostgreSQL keeps the same three indexes as columns and GIN indexes).
+INDEX_LABELS = {
+    "messages_fts": "word index",
+    "messages_fts_trigram": "substring (trigram) index",
+    "messages_fts_cjk": "CJK bigram index",
+}
+
+
 @sessions_group.command("reindex")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows per index as JSON.")
 def sessions_reindex(as_json: bool) -> None:
@@ -412,8 +421,8 @@ def sessions_reindex(as_json: bool) -> None:
     if as_json:
         echo_json(counts)
         return
-    for table, rows in counts.items():
-        click.echo(f"{table}: {rows} rows")
+    for key, rows in counts.items():
+        click.echo(f"{INDEX_LABELS.get(key, key)}: {rows} rows")
 
 
 @sessions_group.command("embed")
