@@ -493,17 +493,29 @@ def bench_size(
 
     # Appends into the populated databases (after the searches, which they would disturb).
     log(f"size {n}: appends into the {n:,}-message databases ...")
+    # Each run appends new sessions into the same database (it grows by a fraction of a
+    # percent per run). Hermes counts writes from its process start and merges its whole
+    # FTS index every 1,000 of them, so a sample of a multiple of 1,000 messages carries
+    # its steady share of those merges.
     at_size = []
     for mode in ("message", "turn"):
-        r = ours_append(ours_db, append_n, "normal", mode, id_prefix=f"append-{mode}-")
-        at_size.append({**r, "system": "memstrata", "setting": "normal", "mode": mode})
-    if hermes is not None:
-        job = {"op": "append", "db_path": str(hermes_db), "n": append_n, "id_prefix": "append-"}
+        runs = [
+            ours_append(ours_db, append_n, "normal", mode, id_prefix=f"append-{mode}-{i}-")
+            for i in range(repeats)
+        ]
         at_size.append(
-            {**hermes.run(job), "system": "hermes", "setting": "as shipped", "mode": "message"}
+            {**median_run(runs), "system": "memstrata", "setting": "normal", "mode": mode}
         )
-    for r in at_size:
-        r["rate"] = rate(r)
+    if hermes is not None:
+        runs = [
+            hermes.run(
+                {"op": "append", "db_path": str(hermes_db), "n": append_n, "id_prefix": f"a{i}-"}
+            )
+            for i in range(repeats)
+        ]
+        at_size.append(
+            {**median_run(runs), "system": "hermes", "setting": "as shipped", "mode": "message"}
+        )
     res["append_at_size"] = at_size
     _remove_db(ours_db)
     if hermes is not None:
@@ -716,16 +728,21 @@ def render(results: dict[str, Any]) -> str:
         w("")
         w(
             f"### Appends into the {n:,}-message database "
-            f"({results['append_at_size_n']:,} messages, one run)\n"
+            f"({results['append_at_size_n']:,} messages per run, {_runs(size)})\n"
         )
-        w("| system | call | durability | synchronous | msg/s | µs/msg | CPU µs/msg |")
-        w("|---|---|---|---|---:|---:|---:|")
+        w(
+            "| system | call | durability | synchronous | msg/s (median) | µs/msg | CPU µs/msg "
+            "| range msg/s |"
+        )
+        w("|---|---|---|---|---:|---:|---:|---|")
         for r in size["append_at_size"]:
             call = "`append_message`" if r["mode"] == "message" else "`append_messages` per turn"
+            rates = r.get("rates", [r["rate"]])
             w(
                 f"| {r['system']} | {call} | {r['setting']} | {r['synchronous']} | "
                 f"{r['rate']:,.0f} | {1e6 / r['rate']:.0f} | "
-                f"{1e6 * r['cpu_seconds'] / r['messages']:.0f} |"
+                f"{r.get('cpu_us_per_message', 1e6 * r['cpu_seconds'] / r['messages']):.0f} | "
+                f"{min(rates):,.0f}–{max(rates):,.0f} |"
             )
         w("")
 
@@ -829,13 +846,13 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         index_us = shipped["us_per_message"] - bare["us_per_message"]
         fsync = h_ship["us_per_message"] - (h_norm["us_per_message"] if h_norm else 0.0)
         verdict = (
-            "so the target is out of reach of the required indexes whenever their work is "
-            "done: at append time, or later by a background indexer (the same work, moved)."
+            "so there the target is out of reach of the required indexes whenever their work "
+            "is done: at append time, or later by a background indexer (the same work, moved)."
             if index_us > budget
             else "so the target is within reach of these indexes on this machine."
         )
         lines.append(
-            f"Append target, decomposed: {TARGET_APPEND_RATIO:g}× Hermes' "
+            f"Append target on a fresh database, decomposed: {TARGET_APPEND_RATIO:g}× Hermes' "
             f"{h_ship['rate']:,.0f} msg/s leaves **{budget:.0f} µs per message** for everything. "
             f"The three full-text indexes the store must keep (word, trigram, CJK bigram) "
             f"cost **{index_us:.0f} µs per message** on their own (as shipped "
@@ -872,12 +889,15 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         at = {(r["system"], r["mode"]): r for r in size["append_at_size"]}
         if ("hermes", "message") in at:
             o, h = at[("memstrata", "turn")], at[("hermes", "message")]
+            ratio = o["rate"] / h["rate"]
+            ok = "met" if ratio >= TARGET_APPEND_RATIO else "**missed**"
             lines.append(
                 f"Append into the {n:,}-message database: memstrata per-turn batch, durability "
                 f"normal ({o['rate']:,.0f} msg/s) / Hermes per-message as shipped, "
                 f"synchronous={h['synchronous']} ({h['rate']:,.0f} msg/s) = "
-                f"**{o['rate'] / h['rate']:.1f}×** (one run; Hermes also runs its FTS "
-                "'optimize' every 1,000 writes)."
+                f"**{ratio:.1f}×** (target ≥ {TARGET_APPEND_RATIO:g}×: {ok}; {_runs(size)}; "
+                "Hermes merges its whole FTS index every 1,000 writes, which grows with "
+                "the database)."
             )
         if "hermes_bytes" in size:
             ratio = size["ours_bytes"]["total"] / size["hermes_bytes"]["total"]
@@ -899,6 +919,11 @@ def verdicts(results: dict[str, Any]) -> list[str]:
             + ("all classes met." if not missed else "over in " + ", ".join(missed) + ".")
         )
     return lines
+
+
+def _runs(size: dict[str, Any]) -> str:
+    runs = size["append_at_size"][0].get("runs", 1)
+    return "one run" if runs == 1 else f"median of {runs} runs"
 
 
 def display_command(argv: list[str]) -> str:
