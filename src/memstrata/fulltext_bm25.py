@@ -72,14 +72,15 @@ def density_count(
     ids. Walking a doclist costs tens of nanoseconds a row, so this is bounded by
     ``probe`` rows whatever the term's count; with fewer matches the count is exact.
     """
-    row = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (match, probe),
+    # One walk of at most probe+1 rows, newest first: how many, and the oldest of them.
+    seen, oldest = conn.execute(
+        f"SELECT count(*), min(rid) FROM (SELECT rowid AS rid FROM {table} "
+        f"WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?)",
+        (match, probe + 1),
     ).fetchone()
-    if row is None:
-        count = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (match,))
-        return float(count.fetchone()[0]), True
-    span = max(newest_id - int(row[0]) + 1, probe + 1)
+    if int(seen) <= probe:
+        return float(seen), True
+    span = max(newest_id - int(oldest) + 1, probe + 1)
     return (probe + 1) * newest_id / span, False
 
 
@@ -123,12 +124,19 @@ def rank_newest(
     """
     newest_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
     counts: dict[str, float] = {}
+    exact: dict[str, bool] = {}
     for term in tree.terms():
         rendered = term.render(index)
         if rendered is not None and rendered not in counts:
-            counts[rendered] = density_count(conn, table, rendered, newest_id, probe)[0]
+            counts[rendered], exact[rendered] = density_count(
+                conn, table, rendered, newest_id, probe
+            )
     if sum(counts.values()) <= EXACT_ROWS:
-        return _fts5_ranked(conn, table, match, limit, weights)
+        required = set(_rendered(tree.positive_terms(), index))
+        # Every match holds a positive term, so when those are known to be fewer than
+        # ``limit`` together, every match is among the newest ``limit``: no floor to find.
+        few = all(exact[t] for t in required) and sum(counts[t] for t in required) < limit
+        return _fts5_ranked(conn, table, match, limit, weights, floor=0 if few else None)
     found: list[tuple[int, bytes | None]] = conn.execute(
         f"SELECT f.rowid, d.sz FROM {table} f JOIN {table}_docsize d ON d.id = f.rowid "
         f"WHERE {table} MATCH ? ORDER BY f.rowid DESC LIMIT ?",
@@ -194,20 +202,29 @@ def _idf(nrow: int, count: float) -> float:
 
 
 def _fts5_ranked(
-    conn: sqlite3.Connection, table: str, match: str, limit: int, weights: Sequence[float]
+    conn: sqlite3.Connection,
+    table: str,
+    match: str,
+    limit: int,
+    weights: Sequence[float],
+    *,
+    floor: int | None,
 ) -> list[tuple[int, float]]:
-    """FTS5's bm25() over the newest ``limit`` matches (the floor is one bounded walk)."""
-    row = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (match, limit - 1),
-    ).fetchone()
+    """FTS5's bm25() over the newest ``limit`` matches, from row id ``floor`` on (None:
+    find it, a walk of ``limit`` rows)."""
+    if floor is None:
+        row = conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, limit - 1),
+        ).fetchone()
+        floor = int(row[0]) if row is not None else 0
     args = "".join(f", {w}" for w in weights)
     return [
         (int(r[0]), float(r[1]))
         for r in conn.execute(
             f"SELECT rowid, bm25({table}{args}) AS score FROM {table} "
             f"WHERE {table} MATCH ? AND rowid >= ? ORDER BY score, rowid DESC",
-            (match, int(row[0]) if row is not None else 0),
+            (match, floor),
         )
     ]
 
