@@ -180,6 +180,10 @@ def test_any_command_line_ends_in_a_message_not_a_traceback_long(
         ["config", "set", "nonsense.key", "1"],
         ["config", "set", "memory.memory_char_limit", "abc"],
         ["no-such-command"],
+        # Paths the file system refuses: names longer than it allows.
+        ["import", "a" * 300],
+        ["export", "--out", "b" * 300],
+        ["export", "--out", "b" * 300 + "/sessions.jsonl"],
     ],
 )
 def test_known_bad_inputs_give_an_error_message(seeded_home: Path, argv: list[str]) -> None:

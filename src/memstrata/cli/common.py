@@ -41,8 +41,26 @@ def run_cli(group: click.Group) -> None:
     except MemstrataError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(1)
+    except OSError as exc:
+        # A path the file system refuses (a name too long, a folder where a file belongs,
+        # no permission): name it and the reason instead of printing a traceback.
+        click.echo(f"Error: {os_error_text(exc)}", err=True)
+        sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+def os_error_text(exc: OSError) -> str:
+    """What the file system refused and why, with the path shortened for the terminal."""
+    name = str(exc.filename) if exc.filename is not None else ""
+    if len(name) > 80:
+        name = f"{name[:40]}…{name[-20:]} ({len(name)} characters)"
+    where = f" {name!r}" if name else ""
+    reason = exc.strerror or str(exc)
+    return (
+        f"the file system refused{where}: {reason}. Check the path (its length, that it "
+        "names a file and not a folder) and that you may read and write there."
+    )
 
 
 def echo_json(data: Any) -> None:
