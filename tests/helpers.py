@@ -18,7 +18,14 @@ from memstrata.testing import FakeLLMServer
 HARDENING_LOG_ENV = "MEMSTRATA_TEST_HARDENING_LOG"
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 # Every table holding a tenant's rows, children first.
-_NAMESPACED_TABLES = ("summary_cache", "state_meta", "curated_memory", "messages", "sessions")
+_NAMESPACED_TABLES = (
+    "summary_cache",
+    "state_meta",
+    "curated_memory",
+    "curated_memory_history",
+    "messages",
+    "sessions",
+)
 
 
 def record(**figures: Any) -> None:

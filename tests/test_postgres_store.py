@@ -700,6 +700,7 @@ def test_delete_namespace_removes_one_tenant_only(
         "summary_cache": 0,
         "state_meta": 1,
         "curated_memory": 0,
+        "curated_memory_history": 0,
         "sessions": 2,
     }
     assert pg.stats()["sessions"] == 0

@@ -3,9 +3,9 @@
 With ``memory.write_approval`` on, the memory tool does not save; it stages the write as
 ``$MEMSTRATA_HOME/pending/memory/<id>.json`` (atomic, 0600) and tells the model it is
 pending. ``memstrata memory pending|approve|reject`` (or :class:`PendingWrites`) reviews
-them. Approving replays the write through :class:`~memstrata.memory.FileMemory`, so the
-threat scanner, the budget and the drift guard apply exactly as for a direct write; a
-write that no longer applies stays pending and the error says why.
+them. Approving replays the write through the memory the CLI opens (files, or rows under
+``store.dsn``), so the threat scanner, the budget and the drift guard apply exactly as
+for a direct write; a write that no longer applies stays pending and the error says why.
 
 A write is validated and threat-scanned when it is staged, with the same checks
 FileMemory makes: a malformed or blocked write is never queued.
@@ -32,7 +32,7 @@ from memstrata.errors import (
     UnreadableFileError,
 )
 from memstrata.fileio import atomic_write, file_lock, read_text
-from memstrata.memory import FileMemory, Target, WriteResult
+from memstrata.memory import Target, WriteResult
 from memstrata.memory_args import (
     check_target,
     clean_content,
@@ -40,6 +40,7 @@ from memstrata.memory_args import (
     scan_content,
     validate_batch,
 )
+from memstrata.memory_core import CuratedMemory
 
 PENDING_SUBDIR = Path("pending") / "memory"
 _ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]*$")
@@ -236,12 +237,13 @@ class PendingWrites:
         """The staged write with this id (or unique id prefix)."""
         return self._load(self.resolve(write_id))
 
-    def approve(self, write_id: str, memory: FileMemory) -> WriteResult:
+    def approve(self, write_id: str, memory: CuratedMemory) -> WriteResult:
         """Apply a staged write to ``memory`` and drop it from the queue.
 
-        The write goes through FileMemory as if made now. If it is refused (budget,
-        no match, threat, drift), the pending file is kept and the error says why and
-        what to do; approve again once memory has room or the entry exists.
+        The write goes through ``memory`` (files or PostgreSQL rows) as if made now. If
+        it is refused (budget, no match, threat, drift), the pending file is kept and the
+        error says why and what to do; approve again once memory has room or the entry
+        exists.
         """
         full = self.resolve(write_id)  # before locking: a fresh home has no folder yet
         with file_lock(self._lock_path):
@@ -279,7 +281,7 @@ def _kept(staged: PendingWrite, message: str) -> str:
     )
 
 
-def _replay(staged: PendingWrite, memory: FileMemory) -> WriteResult:
+def _replay(staged: PendingWrite, memory: CuratedMemory) -> WriteResult:
     ops = staged.operations
     if staged.batch or len(ops) != 1:
         return memory.apply_batch(staged.target, list(ops))

@@ -63,7 +63,13 @@ from memstrata.memory_format import (
     parse_entries,
     serialize,
 )
-from memstrata.memory_history import HISTORY_FILENAME, MemoryChange, MemoryHistory, digest
+from memstrata.memory_history import (
+    HISTORY_FILENAME,
+    MemoryChange,
+    MemoryHistory,
+    undo_drift,
+    undo_reason,
+)
 
 __all__ = [
     "ENTRY_DELIMITER",
@@ -226,22 +232,13 @@ class FileMemory(CuratedMemoryBase):
             fileio.remove_stale_temps(path)
             current = _read_bytes(path)
             if current != change.after and not force:
-                raise DriftError(
-                    f"{FILE_NAMES[target]} changed after change #{change.id} (it now holds "
-                    f"{digest(current)}, the change left {digest(change.after)}), so undoing "
-                    "it would also throw away the later edits. Undo the later changes first "
-                    "(newest first, see `memstrata memory history`), or pass --force to "
-                    "restore the older bytes anyway."
-                )
+                raise undo_drift(FILE_NAMES[target], change, current)
             if change.before is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             else:
                 fileio.atomic_write(path, change.before, mode=0o600, sync_folder=self._sync_folder)
-            with self.attributed(
-                self._author()[0],
-                f"undo of change #{change.id}" + (" (forced)" if force else ""),
-            ):
+            with self.attributed(self._author()[0], undo_reason(change, force=force)):
                 new_id = self._record(target, "undo", current, change.before, undoes=change.id)
         if new_id is None:
             raise StorageError(

@@ -7,8 +7,10 @@ substring, the add / replace / remove / batch rules and every message they retur
 raise. A backend supplies four things: how to read one target's text, how to read both
 for the snapshot, how to run one change under its own lock (:meth:`_mutate`) and what an
 outside edit error says (:meth:`_drift`). :class:`~memstrata.memory.FileMemory` keeps
-files, file locks, backups and the history; :class:`~memstrata.postgres.PostgresMemory`
-keeps rows and row locks. Both therefore answer every call with the same words.
+files, file locks, backups and a SQLite history; :class:`~memstrata.postgres.PostgresMemory`
+keeps rows, row locks and history rows. Both therefore answer every call with the same
+words, and both offer ``history`` (a :class:`~memstrata.memory_history.ChangeLog`) and
+``undo``.
 
 :class:`CuratedMemory` is the protocol the memory tool, the curator, importers,
 exporters and the MCP service accept, so any backend (or a test double) can be passed.
@@ -63,6 +65,7 @@ from memstrata.memory_format import (
     roundtrip_mismatch,
     suspicious_entry,
 )
+from memstrata.memory_history import ChangeLog, MemoryChange
 
 __all__ = ["CuratedMemory", "CuratedMemoryBase", "Current", "EntryChange", "WriteResult"]
 
@@ -175,6 +178,15 @@ class CuratedMemory(Protocol):
 
     def attributed(self, who: str, why: str = "") -> AbstractContextManager[None]:
         """Name the author and reason of the writes made in a ``with`` block."""
+        ...
+
+    @property
+    def history(self) -> ChangeLog:
+        """The append-only audit history of both targets."""
+        ...
+
+    def undo(self, change_id: int, *, force: bool = False) -> MemoryChange:
+        """Put back what change ``change_id`` replaced; return the undo's own change."""
         ...
 
 

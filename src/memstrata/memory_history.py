@@ -16,10 +16,15 @@ file's lock, so their order is the order of the writes, across processes too. A 
 killed between the file's rename and the history row leaves a change without a row; the
 next undo of an older change then sees a file that differs from what that change wrote
 and refuses (or, with ``force``, restores anyway and records that it did).
+
+:class:`ChangeLog` is what callers of a history rely on, whatever keeps it: this SQLite
+file, or the ``curated_memory_history`` rows of
+:class:`~memstrata.postgres.memory_history.PostgresMemoryHistory`.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
@@ -30,10 +35,10 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.database import is_busy
-from memstrata.errors import DatabaseBusyError, InvalidMemoryArgument, StorageError
+from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
 
 HISTORY_FILENAME: Final = "memory_history.db"
 
@@ -101,6 +106,55 @@ class MemoryChange:
             "after_sha": digest(self.after),
             "undoes": self.undoes,
         }
+
+
+@runtime_checkable
+class ChangeLog(Protocol):
+    """The read side of a memory history, as ``memory.history`` offers it on every backend.
+
+    :class:`MemoryHistory` (files) and
+    :class:`~memstrata.postgres.memory_history.PostgresMemoryHistory` (rows) satisfy it.
+    """
+
+    def get(self, change_id: int) -> MemoryChange:
+        """The change ``change_id``; InvalidMemoryArgument naming the fix if there is none."""
+        ...
+
+    def list(self, *, target: str | None = None, limit: int = 50) -> builtins.list[MemoryChange]:
+        """The newest changes first, optionally of one target."""
+        ...
+
+    def count(self) -> int:
+        """How many changes are recorded."""
+        ...
+
+
+def no_such_change(change_id: int, *, empty: bool) -> InvalidMemoryArgument:
+    """The error for an unknown change id (``empty``: nothing was ever recorded)."""
+    if empty:
+        return InvalidMemoryArgument(
+            f"There is no change #{change_id}: nothing has been recorded yet."
+        )
+    return InvalidMemoryArgument(
+        f"There is no change #{change_id}. List the changes with "
+        "`memstrata memory history` and pick a number from the first column."
+    )
+
+
+def undo_drift(name: str, change: MemoryChange, current: bytes | None) -> DriftError:
+    """The refusal of an undo whose target changed after ``change`` (``name``: the file)."""
+    return DriftError(
+        f"{name} changed after change #{change.id} (it now holds "
+        f"{digest(current)}, the change left {digest(change.after)}), so undoing "
+        "it would also throw away the later edits. Undo the later changes first "
+        "(newest first, see `memstrata memory history`), or pass --force to "
+        "restore the older bytes anyway."
+    )
+
+
+def undo_reason(change: MemoryChange, *, force: bool) -> str:
+    """The ``why`` recorded for the undo of ``change``."""
+    return f"undo of change #{change.id}" + (" (forced)" if force else "")
 
 
 class MemoryHistory:
@@ -201,16 +255,11 @@ class MemoryHistory:
     def get(self, change_id: int) -> MemoryChange:
         """The change ``change_id``; InvalidMemoryArgument naming the fix if there is none."""
         if not self.path.exists():
-            raise InvalidMemoryArgument(
-                f"There is no change #{change_id}: nothing has been recorded yet."
-            )
+            raise no_such_change(change_id, empty=True)
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM changes WHERE id = ?", (int(change_id),)).fetchone()
         if row is None:
-            raise InvalidMemoryArgument(
-                f"There is no change #{change_id}. List the changes with "
-                "`memstrata memory history` and pick a number from the first column."
-            )
+            raise no_such_change(change_id, empty=False)
         return _change(row)
 
     def list(self, *, target: str | None = None, limit: int = 50) -> list[MemoryChange]:

@@ -1,24 +1,35 @@
 """``memstrata memory``: read and edit curated memory, review staged writes, history, undo.
 
-Writes made here are the user's own: they go straight to the files and are never staged,
-even with ``memory.write_approval`` on (that setting gates the model's tool calls).
+Every command works on the memory ``store.dsn`` names (:func:`memstrata.backends.open_memory`):
+``MEMORY.md``/``USER.md`` in the home folder, or the namespace's PostgreSQL rows, which
+the MCP server and agents of that deployment read. Writes made here are the user's own:
+they are saved at once and never staged, even with ``memory.write_approval`` on (that
+setting gates the model's tool calls).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
 from memstrata.approval import PendingWrite, PendingWrites
+from memstrata.backends import open_memory
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.closing import Closing
 from memstrata.config import Config, memstrata_home
 from memstrata.errors import CuratedMemoryError, MemstrataError
 from memstrata.memory import FileMemory, Target, WriteResult
+from memstrata.memory_args import check_target
+from memstrata.memory_core import CuratedMemory
+from memstrata.memory_format import FILE_NAMES
 from memstrata.memory_history import MemoryChange
 from memstrata.memory_tool import MemoryTool
+
+if TYPE_CHECKING:
+    from memstrata.postgres.memory import PostgresMemory
 
 FC = TypeVar("FC", bound=Callable[..., Any])
 TARGETS: tuple[Target, ...] = ("memory", "user")
@@ -89,9 +100,29 @@ class _MemoryGroup(click.Group):
             raise click.ClickException(_error_text(exc)) from exc
 
 
-def _memory() -> FileMemory:
-    # Writes made here are the user's own: the history names the CLI as their author.
-    return FileMemory(config=Config.load(), actor="cli")
+def _memory() -> CuratedMemory:
+    # The memory store.dsn names, as for the MCP server and agents: editing the files
+    # while they read PostgreSQL rows would change nothing they see. Writes made here
+    # are the user's own: the history names the CLI as their author.
+    memory = open_memory(Config.load(), actor="cli")
+    if isinstance(memory, Closing):
+        click.get_current_context().call_on_close(memory.close)
+    return memory
+
+
+def _rows(memory: CuratedMemory) -> PostgresMemory:
+    """``memory`` as PostgreSQL rows (it is not files, so store.dsn named a server)."""
+    from memstrata.postgres.memory import PostgresMemory
+
+    assert isinstance(memory, PostgresMemory)  # open_memory returns one of the two
+    return memory
+
+
+def _name(memory: CuratedMemory, target: Target) -> str:
+    """How messages name a target: the file, or the file of a namespace."""
+    if isinstance(memory, FileMemory):
+        return memory.path(target).name
+    return f"{FILE_NAMES[target]} of namespace {_rows(memory).namespace!r}"
 
 
 def _numbered(entries: Sequence[str]) -> str:
@@ -109,12 +140,17 @@ def _content_arg(value: str) -> str:
     return sys.stdin.read() if value == "-" else value
 
 
-def _target_state(memory: FileMemory, target: Target) -> dict[str, Any]:
+def _target_state(memory: CuratedMemory, target: Target) -> dict[str, Any]:
     entries = memory.entries(target)
     usage = memory.usage(target)
+    where: dict[str, Any]
+    if isinstance(memory, FileMemory):
+        where = {"path": str(memory.path(target))}
+    else:
+        where = {"path": None, "namespace": _rows(memory).namespace}
     return {
         "target": target,
-        "path": str(memory.path(target)),
+        **where,
         "entries": entries,
         "entry_count": len(entries),
         "chars": usage.chars,
@@ -159,7 +195,8 @@ def memory_group(ctx: click.Context) -> None:
 
     Without a subcommand, lists both files. Writes made here are yours and are saved
     at once; only the model's memory-tool writes are staged when memory.write_approval
-    is on.
+    is on. When store.dsn names a PostgreSQL server, every command works on the rows of
+    store.namespace, the memory the MCP server and agents read.
 
     \b
     Example:
@@ -338,11 +375,22 @@ def memory_reject(write_id: str) -> None:
 def memory_path(target: Target | None, as_json: bool) -> None:
     """Print the paths of MEMORY.md and USER.md.
 
+    When store.dsn names a PostgreSQL server, memory is kept in its rows, not in files:
+    the command then fails and says where the memory is.
+
     \b
     Example:
         memstrata memory path --target user
     """
     memory = _memory()
+    if not isinstance(memory, FileMemory):
+        rows = _rows(memory)
+        raise click.ClickException(
+            f"Curated memory is kept in PostgreSQL at {rows.dsn_label}, namespace "
+            f"{rows.namespace!r} (the store.dsn setting), not in files, so there is no path "
+            "to print. Read it with `memstrata memory list`, or run "
+            "`memstrata config set store.dsn ''` to keep memory in the home folder's files."
+        )
     paths = {t: str(memory.path(t)) for t in TARGETS}
     if as_json:
         echo_json(paths if target is None else {target: paths[target]})
@@ -359,23 +407,35 @@ def memory_path(target: Target | None, as_json: bool) -> None:
 def memory_reset(target: Literal["all", "memory", "user"], yes: bool) -> None:
     """Empty MEMORY.md and/or USER.md, keeping a .bak.<timestamp> copy of each.
 
+    Under a PostgreSQL store.dsn there is no file to copy: the history keeps the deleted
+    entries and `memstrata memory undo` brings them back.
+
     \b
     Example:
         memstrata memory reset --target user --yes
     """
     memory = _memory()
     targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
-    names = " and ".join(memory.path(t).name for t in targets)
+    names = " and ".join(_name(memory, t) for t in targets)
+    files = isinstance(memory, FileMemory)
+    kept = "A backup copy is kept." if files else "The history keeps them (undo brings them back)."
     if not yes:
-        click.confirm(f"Delete every entry of {names}? A backup copy is kept.", abort=True)
+        click.confirm(f"Delete every entry of {names}? {kept}", abort=True)
     for t in targets:
-        path = memory.path(t)
+        name = _name(memory, t)
         with memory.attributed("cli", "memstrata memory reset"):
-            backup = memory.reset(t)
-        if backup is None:
-            click.echo(f"{path.name} is already empty.")
+            if isinstance(memory, FileMemory):
+                backup = memory.reset(t)
+                done = None if backup is None else f"the deleted entries are in {backup}"
+            else:
+                change = _rows(memory).reset(t)
+                done = (
+                    None if change is None else f"undo it with `memstrata memory undo {change.id}`"
+                )
+        if done is None:
+            click.echo(f"{name} is already empty.")
         else:
-            click.echo(f"Emptied {path.name}; the deleted entries are in {backup}")
+            click.echo(f"Emptied {name}; {done}")
 
 
 def _history_row(change: MemoryChange) -> list[str]:
@@ -454,7 +514,7 @@ def memory_undo(change_id: int, force: bool, as_json: bool) -> None:
     if as_json:
         echo_json(change.summary())
         return
-    name = memory.path(change.target).name  # type: ignore[arg-type]
+    name = _name(memory, check_target(change.target))
     click.echo(
         f"Undid change #{change_id}: {name} is back to the bytes it held before it "
         f"(recorded as change #{change.id})."

@@ -18,6 +18,10 @@ lock file), re-read, mutate, ``UPDATE`` with ``version + 1``. Two writers on two
 machines therefore queue on the row and the second one sees the first one's entry: no
 update is lost. A waiting writer gives up after ``memory.lock_timeout`` seconds with
 :class:`~memstrata.errors.LockTimeoutError`.
+
+Every change is recorded in ``curated_memory_history`` in the same transaction
+(:mod:`memstrata.postgres.memory_history`), with who made it, why and the exact text
+before and after; :meth:`PostgresMemory.undo` puts back the text a change replaced.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ from psycopg_pool import ConnectionPool
 from memstrata.closing import Closing
 from memstrata.config import Config
 from memstrata.errors import ConfigError, DriftError, LockTimeoutError, StorageError
+from memstrata.memory_args import check_target
 from memstrata.memory_core import CuratedMemoryBase, Current, EntryChange, WriteResult
 from memstrata.memory_format import FILE_NAMES, TARGETS, Target, parse_entries, serialize
+from memstrata.memory_history import MemoryChange, undo_drift, undo_reason
+from memstrata.postgres import memory_history
+from memstrata.postgres.memory_history import PostgresMemoryHistory
 from memstrata.postgres.schema import migrate
 from memstrata.postgres.store import validate_namespace
 
@@ -135,7 +143,14 @@ class PostgresMemory(CuratedMemoryBase, Closing):
                 f"Cannot connect to PostgreSQL at {self._dsn_label}: {exc}. Check the DSN, "
                 "that the server is running and that this user may connect."
             ) from exc
+        self.history: PostgresMemoryHistory = PostgresMemoryHistory(self._conn, self.namespace)
+        """The append-only audit history of the namespace's two rows."""
         self.load()
+
+    @property
+    def dsn_label(self) -> str:
+        """Where the rows live, without credentials: ``host:port/dbname``."""
+        return self._dsn_label
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -189,50 +204,138 @@ class PostgresMemory(CuratedMemoryBase, Closing):
         *,
         drift_guard: bool,
     ) -> WriteResult:
+        with self._locked(target) as (conn, before):
+            raw = before.decode("utf-8") if before else None
+            current = Current(target, raw, parse_entries(raw))
+            result, final = self._apply(current, change, drift_guard=drift_guard)
+            change_id: int | None = None
+            if result.changed:
+                text = serialize(final)
+                self._store(conn, target, text)
+                change_id = self._record(conn, target, action, before, text.encode("utf-8"))
+                # Also logged, for operators who follow a server's log rather than the rows.
+                who, why = self._author()
+                logger.info(
+                    "memory %s of %s in namespace %r by %s%s",
+                    action,
+                    target,
+                    self.namespace,
+                    who,
+                    f" ({why})" if why else "",
+                )
+        return self._result(target, action, result, final, change_id)
+
+    @contextmanager
+    def _locked(self, target: Target) -> Iterator[tuple[psycopg.Connection[Any], bytes | None]]:
+        """A transaction holding ``target``'s row lock, and the row's bytes (None: no row).
+
+        The row is created empty when missing, so that it can be locked; two first writers
+        race on the primary key and the database settles it.
+        """
         key = (self.namespace, target)
         try:
             with self._conn() as conn, conn.transaction():
                 # A negative lock_timeout means wait forever, as for the file lock.
                 wait_ms = 0 if self.lock_timeout < 0 else max(1, int(self.lock_timeout * 1000))
                 conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
-                # The row must exist before it can be locked; two first writers race on
-                # the primary key and the database settles it.
-                conn.execute(
+                created = conn.execute(
                     "INSERT INTO curated_memory (namespace, target, content, version, "
-                    "updated_at) VALUES (%s, %s, '', 0, %s) ON CONFLICT DO NOTHING",
+                    "updated_at) VALUES (%s, %s, '', 0, %s) ON CONFLICT DO NOTHING RETURNING 1",
                     (*key, time.time()),
-                )
+                ).fetchone()
                 found = conn.execute(
                     "SELECT content FROM curated_memory WHERE namespace = %s AND target = %s "
                     "FOR UPDATE",
                     key,
                 ).fetchone()
-                raw = str(found[0]) if found is not None and found[0] else None
-                current = Current(target, raw, parse_entries(raw))
-                result, final = self._apply(current, change, drift_guard=drift_guard)
-                if result.changed:
-                    # Rows keep no audit history yet: the author is logged instead.
-                    who, why = self._author()
-                    logger.info(
-                        "memory %s of %s in namespace %r by %s%s",
-                        action,
-                        target,
-                        self.namespace,
-                        who,
-                        f" ({why})" if why else "",
-                    )
-                    conn.execute(
-                        "UPDATE curated_memory SET content = %s, version = version + 1, "
-                        "updated_at = %s WHERE namespace = %s AND target = %s",
-                        (serialize(final), time.time(), *key),
-                    )
+                # The history tells a target never written (no row: a missing file) from
+                # an emptied one, as the file backend tells a missing file from an empty one.
+                if created is not None or found is None:
+                    yield conn, None
+                else:
+                    yield conn, str(found[0] or "").encode("utf-8")
         except pg_errors.LockNotAvailable as exc:
             raise LockTimeoutError(
                 f"Timed out after {self.lock_timeout:g}s waiting for the {FILE_NAMES[target]} "
                 f"row of namespace {self.namespace!r} (another writer holds it). Retry, or "
                 "raise memory.lock_timeout."
             ) from exc
-        return self._result(target, action, result, final)
+
+    def _store(self, conn: psycopg.Connection[Any], target: Target, text: str) -> None:
+        conn.execute(
+            "UPDATE curated_memory SET content = %s, version = version + 1, "
+            "updated_at = %s WHERE namespace = %s AND target = %s",
+            (text, time.time(), self.namespace, target),
+        )
+
+    def _record(
+        self,
+        conn: psycopg.Connection[Any],
+        target: Target,
+        action: str,
+        before: bytes | None,
+        after: bytes | None,
+        *,
+        undoes: int | None = None,
+    ) -> int:
+        # In the write's own transaction: if the history row cannot be written, the
+        # change is rolled back with it, so the history is never missing a change.
+        who, why = self._author()
+        return memory_history.record(
+            conn,
+            self.namespace,
+            target=target,
+            action=action,
+            who=who,
+            why=why,
+            before=before,
+            after=after,
+            undoes=undoes,
+        )
+
+    # -- history and undo -------------------------------------------------------------
+
+    def undo(self, change_id: int, *, force: bool = False) -> MemoryChange:
+        """Put back the exact text change ``change_id`` replaced; return the undo's change.
+
+        Refuses with :class:`DriftError` when the row changed since that change (its text
+        differs from what the change wrote), unless ``force``. The undo is itself
+        recorded (``action="undo"``), so it can be undone too. A change made to a target
+        that had no row yet is undone by emptying the row (recorded as empty text, where
+        the file backend records a removed file).
+        """
+        change = self.history.get(change_id)
+        target = check_target(change.target)
+        with self._locked(target) as (conn, current):
+            # An empty row and no row are the same empty store: a row created empty by a
+            # write that changed nothing does not make an undo look like a conflict.
+            if (current or b"") != (change.after or b"") and not force:
+                raise undo_drift(self._name(target), change, current)
+            # A target that had no row before the change gets an empty row, not a deleted
+            # one: a writer queued on the row lock would find no row to update and lose
+            # its write. The history records what the row holds: empty text.
+            restored = change.before or b""
+            self._store(conn, target, restored.decode("utf-8"))
+            with self.attributed(self._author()[0], undo_reason(change, force=force)):
+                new_id = self._record(conn, target, "undo", current, restored, undoes=change.id)
+        return self.history.get(new_id)
+
+    def reset(self, target: Target) -> MemoryChange | None:
+        """Empty ``target``; return the recorded change (None when it was already empty).
+
+        There is no backup file: the history keeps the emptied text, and
+        ``undo(change.id)`` brings it back.
+        """
+        target = check_target(target)
+        with self._locked(target) as (conn, before):
+            if before is None or not before.strip():
+                return None
+            self._store(conn, target, "")
+            new_id = self._record(conn, target, "reset", before, b"")
+        return self.history.get(new_id)
+
+    def _name(self, target: Target) -> str:
+        return f"{FILE_NAMES[target]} of namespace {self.namespace!r}"
 
     # -- drift ------------------------------------------------------------------------
 

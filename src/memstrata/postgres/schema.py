@@ -330,3 +330,46 @@ def m002_tenant_search_indexes(conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"DROP INDEX IF EXISTS {name}")
     for sql in SEARCH_INDEXES.values():
         conn.execute(sql)
+
+
+@migration
+def m003_curated_memory_history(conn: psycopg.Connection[Any]) -> None:
+    # The audit history of curated memory (memstrata.postgres.memory_history), the twin
+    # of the file backend's memory_history.db. Ids are numbered per tenant, so a tenant's
+    # history reads 1, 2, 3 and says nothing about other tenants' writes; the text is
+    # kept as the exact UTF-8 bytes before and after, as for files.
+    _run(
+        conn,
+        """
+        CREATE TABLE curated_memory_history (
+            namespace text NOT NULL,
+            id bigint NOT NULL,
+            at double precision NOT NULL,
+            target text NOT NULL,
+            action text NOT NULL,
+            who text NOT NULL,
+            why text NOT NULL DEFAULT '',
+            before bytea,
+            after bytea,
+            undoes bigint,
+            PRIMARY KEY (namespace, id),
+            FOREIGN KEY (namespace, undoes) REFERENCES curated_memory_history(namespace, id)
+        );
+        CREATE INDEX idx_curated_memory_history_target
+            ON curated_memory_history(namespace, target, id)
+        """,
+    )
+    # Append-only: a recorded change is never rewritten. Deleting stays possible, for
+    # delete_namespace() (erasing a tenant erases its history too).
+    conn.execute(
+        """
+        CREATE FUNCTION memstrata_history_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'curated_memory_history is append-only: rows are never updated';
+        END $$
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER curated_memory_history_no_update BEFORE UPDATE ON curated_memory_history "
+        "FOR EACH ROW EXECUTE FUNCTION memstrata_history_append_only()"
+    )

@@ -559,7 +559,7 @@ class PostgresSessionStore(Closing):
             return int(cur.rowcount)
 
     def delete_namespace(self) -> dict[str, int]:
-        """Delete every row of this tenant (sessions, messages, meta, summaries, memory).
+        """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history).
 
         For removing a user's data for good; other tenants are untouched. Returns the
         rows deleted per table.
@@ -567,7 +567,13 @@ class PostgresSessionStore(Closing):
         deleted: dict[str, int] = {}
         with self.connection() as conn:
             # Messages first: they reference sessions; the rest is independent.
-            for table in ("messages", "summary_cache", "state_meta", "curated_memory"):
+            for table in (
+                "messages",
+                "summary_cache",
+                "state_meta",
+                "curated_memory",
+                "curated_memory_history",
+            ):
                 cur = conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (self._namespace,))
                 deleted[table] = int(cur.rowcount)
             # Children first would need ordering; clearing the parent links avoids it.
