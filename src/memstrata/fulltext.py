@@ -87,7 +87,7 @@ COMMON_DF = 500
 # A boolean query (AND, NOT) ranks only its newest BOOLEAN_RANKED matches (see
 # _capped_candidates). Higher than COMMON_DF: an AND of common words has no rarer term to
 # lean on, and BM25's preference for short messages that hold every word is what finds
-# the right one among thousands. Measured at 1M messages (benchmarks/results/store-1m.md):
+# the right one among thousands. Measured at 1M messages (store-search-tuning.md):
 # 2,000 found 29 of 40 planted answers in the first page, 1,000 found 32 at two thirds
 # of the cost (the walk and the length lookups grow with it), 500 found 31.
 BOOLEAN_RANKED = 1000
