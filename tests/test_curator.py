@@ -364,3 +364,41 @@ def test_agent_curates_between_sessions(
     assert [body["model"] for body in curator_calls] == ["curator-model"]
     assert memory.usage("memory").chars <= 320
     assert memory.history.list(limit=1)[0].who == "curator"
+
+
+@pytest.mark.postgres
+def test_cli_curate_follows_store_dsn(
+    memstrata_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under store.dsn, `memstrata curate` curates the namespace's rows, and its change is
+    in the rows' history, undone by `memstrata memory undo`; no file is written."""
+    from conftest import PG_DSN, fresh_namespace
+    from helpers import drop_namespace
+    from memstrata.postgres import PostgresMemory
+
+    namespace = fresh_namespace()
+    (memstrata_home / "config.toml").write_text(f"[memory]\nmemory_char_limit = {LIMIT}\n")
+    monkeypatch.setenv("MEMSTRATA_STORE__DSN", PG_DSN)
+    monkeypatch.setenv("MEMSTRATA_STORE__NAMESPACE", namespace)
+    try:
+        with PostgresMemory(PG_DSN, namespace=namespace) as rows:
+            with rows._conn() as conn:
+                # Written by hand, as a long-lived row would be: the adds' dedupe would
+                # hide the duplicates.
+                conn.execute(
+                    "INSERT INTO curated_memory (namespace, target, content, version, "
+                    "updated_at) VALUES (%s, 'memory', %s, 1, 0)",
+                    (namespace, "\n§\n".join(ENTRIES)),
+                )
+            result = CliRunner().invoke(cli, ["curate", "--no-model", "-t", "memory"])
+            assert result.exit_code == 0, result.output
+            assert "remove duplicate #3" in result.stdout
+            assert "project uses PNPM -- not npm!" not in rows.entries("memory")
+            change = rows.history.list(limit=1)[0]
+            assert change.who == "curator"
+            undo = CliRunner().invoke(cli, ["memory", "undo", str(change.id)])
+            assert undo.exit_code == 0, undo.output
+            assert rows.entries("memory") == ENTRIES
+        assert not (memstrata_home / "memories").exists()
+    finally:
+        drop_namespace(namespace)

@@ -213,6 +213,12 @@ def test_memory_already_in_postgres_is_kept_unless_overwritten(
     assert forced.memory["user"] == "copied"
     with PostgresMemory(DSN, namespace=namespace) as pg_memory:
         assert pg_memory.entries("user") == ["Name is Ada."]
+        # The overwrite is in the rows' history, and undoing it brings the rows back.
+        change = pg_memory.history.list(target="user", limit=1)[0]
+        assert (change.who, change.action) == ("migrate", "migrate")
+        assert "replacing the rows" in change.why
+        pg_memory.undo(change.id)
+        assert pg_memory.entries("user") == ["Written on another machine."]
 
 
 def test_a_home_without_a_database_copies_memory_only(memstrata_home: Path, namespace: str) -> None:
@@ -220,6 +226,10 @@ def test_a_home_without_a_database_copies_memory_only(memstrata_home: Path, name
     report = migrate_home(DSN, namespace=namespace, home=memstrata_home)
     assert report.ok and report.sqlite_sessions == 0
     assert report.memory == {"memory": "absent", "user": "copied"}
+    with PostgresMemory(DSN, namespace=namespace) as pg_memory:
+        [change] = pg_memory.history.list()
+        assert change.before is None and change.after == b"Only memory here."
+        assert change.why == "copied from USER.md"
     assert "does not exist" in report.warnings[0]
 
 

@@ -35,6 +35,7 @@ from memstrata import fileio
 from memstrata.config import Config, memstrata_home
 from memstrata.errors import ImportDataError, UnreadableFileError
 from memstrata.memory_format import FILE_NAMES, TARGETS
+from memstrata.postgres import memory_history
 from memstrata.postgres.codec import MESSAGE_COLUMNS, pg_text, to_pg_content
 from memstrata.postgres.messages import cjk_vector
 from memstrata.postgres.store import PostgresSessionStore
@@ -363,11 +364,24 @@ def _copy_memory(
                     "--overwrite-memory to replace it with the file."
                 )
                 continue
+            text = pg_text(raw) or ""
             conn.execute(
                 "INSERT INTO curated_memory (namespace, target, content, version, updated_at) "
                 "VALUES (%s, %s, %s, 1, %s) ON CONFLICT (namespace, target) DO UPDATE SET "
                 "content = excluded.content, version = curated_memory.version + 1, "
                 "updated_at = excluded.updated_at",
-                (store.namespace, target, pg_text(raw), time.time()),
+                (store.namespace, target, text, time.time()),
+            )
+            # Recorded like any other change of the rows, in the same transaction, so
+            # `memstrata memory undo` can put back what an --overwrite-memory replaced.
+            memory_history.record(
+                conn,
+                store.namespace,
+                target=target,
+                action="migrate",
+                who="migrate",
+                why=f"copied from {path.name}" + (", replacing the rows" if current else ""),
+                before=current.encode("utf-8") if row is not None else None,
+                after=text.encode("utf-8"),
             )
             report.memory[target] = "copied"

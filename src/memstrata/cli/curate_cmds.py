@@ -7,11 +7,12 @@ from typing import Literal
 import click
 from rich.console import Console
 
+from memstrata.backends import open_memory
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json
+from memstrata.closing import Closing
 from memstrata.config import Config
 from memstrata.curator import Curator
-from memstrata.memory import FileMemory, Target
-from memstrata.memory_format import TARGETS
+from memstrata.memory_format import FILE_NAMES, TARGETS, Target
 
 
 @click.command("curate", context_settings=CONTEXT_SETTINGS)
@@ -48,7 +49,10 @@ def curate_command(
         memstrata memory history --limit 1
     """
     config = Config.load()
-    memory = FileMemory(config.home, config=config, actor="cli")
+    # The memory store.dsn names (files, or PostgreSQL rows), as `memstrata memory` edits.
+    memory = open_memory(config, actor="cli")
+    if isinstance(memory, Closing):
+        click.get_current_context().call_on_close(memory.close)
     curator = Curator(memory, config=config, use_model=False if no_model else None)
     targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
     console = Console(stderr=True)
@@ -56,7 +60,7 @@ def curate_command(
     for t in targets:
         # The model call may take a while: say what is happening meanwhile (on stderr,
         # and only in a terminal, so --json output stays clean).
-        with console.status(f"Curating {memory.path(t).name}…", spinner="dots"):
+        with console.status(f"Curating {FILE_NAMES[t]}…", spinner="dots"):
             reports.append(curator.curate(t, dry_run=dry_run))
     if as_json:
         echo_json([r.to_dict() for r in reports])

@@ -118,7 +118,14 @@ def _autocommit(store: PostgresSessionStore, statements: list[str]) -> None:
             conn.execute(sql)
 
 
-_TABLES = ("sessions", "messages", "state_meta", "summary_cache", "curated_memory")
+_TABLES = (
+    "sessions",
+    "messages",
+    "state_meta",
+    "summary_cache",
+    "curated_memory",
+    "curated_memory_history",
+)
 
 
 def analyze(store: PostgresSessionStore) -> None:

@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from memstrata.memory_history import MemoryChange, no_such_change
 
@@ -61,13 +62,15 @@ def record(
     highest id. The lock is held until commit, so ids follow the order of the commits.
     """
     conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_ID_LOCK_CLASS, namespace))
-    row = conn.execute(
-        "INSERT INTO curated_memory_history "
-        "(namespace, id, at, target, action, who, why, before, after, undoes) "
-        "SELECT %s, coalesce(max(id), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s "
-        "FROM curated_memory_history WHERE namespace = %s RETURNING id",
-        (namespace, time.time(), target, action, who, why, before, after, undoes, namespace),
-    ).fetchone()
+    # Tuple rows whatever the connection's row factory (the session store's are dicts).
+    with conn.cursor(row_factory=tuple_row) as cur:
+        row = cur.execute(
+            "INSERT INTO curated_memory_history "
+            "(namespace, id, at, target, action, who, why, before, after, undoes) "
+            "SELECT %s, coalesce(max(id), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s "
+            "FROM curated_memory_history WHERE namespace = %s RETURNING id",
+            (namespace, time.time(), target, action, who, why, before, after, undoes, namespace),
+        ).fetchone()
     assert row is not None  # INSERT ... SELECT of an aggregate inserts exactly one row
     return int(row[0])
 
