@@ -56,6 +56,16 @@ def fresh_namespace() -> str:
     return f"t-{uuid.uuid4().hex[:16]}"
 
 
+@pytest.fixture
+def namespace() -> Iterator[str]:
+    """A fresh PostgreSQL tenant, its rows deleted after the test."""
+    from helpers import drop_namespace
+
+    name = fresh_namespace()
+    yield name
+    drop_namespace(name)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """A session store on each backend: a SQLite file, or a fresh PostgreSQL namespace.

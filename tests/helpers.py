@@ -64,3 +64,20 @@ def drop_namespace(namespace: str) -> None:
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         for table in _NAMESPACED_TABLES:
             conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (namespace,))
+
+
+# Twelve words whose Porter stems all differ, so each is its own search term.
+NATO_WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+]

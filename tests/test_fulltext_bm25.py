@@ -9,25 +9,12 @@ from pathlib import Path
 import pytest
 
 import memstrata.fulltext_bm25 as bm25
+from helpers import NATO_WORDS
 from memstrata.fulltext import COLUMN_WEIGHTS, search_messages
 from memstrata.query import compile_query
 from memstrata.store import SessionStore
 
-# Words whose Porter stems are all different, so each is its own term.
-WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-]
+WORDS = NATO_WORDS
 
 
 def _varint(value: int) -> bytes:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,6 @@ from click.testing import CliRunner
 psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
-from helpers import drop_namespace  # noqa: E402
 from memstrata.cli import cli  # noqa: E402
 from memstrata.memory import FileMemory  # noqa: E402
 from memstrata.migrate import migrate_home  # noqa: E402
@@ -25,13 +22,6 @@ from memstrata.store import SessionStore  # noqa: E402
 pytestmark = pytest.mark.postgres
 
 T0 = 1_767_225_600.0
-
-
-@pytest.fixture
-def namespace() -> Iterator[str]:
-    name = f"t-migrate-{uuid.uuid4().hex[:12]}"
-    yield name
-    drop_namespace(name)
 
 
 def build_home(home: Path) -> None:

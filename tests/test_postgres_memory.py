@@ -42,13 +42,6 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
 @pytest.fixture
-def namespace() -> Iterator[str]:
-    name = f"t-mem-{uuid.uuid4().hex[:12]}"
-    yield name
-    drop_namespace(name)
-
-
-@pytest.fixture
 def pg(namespace: str) -> Iterator[PostgresMemory]:
     with PostgresMemory(DSN, namespace=namespace, memory_char_limit=120) as memory:
         yield memory

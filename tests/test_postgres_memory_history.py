@@ -30,13 +30,6 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def namespace() -> Iterator[str]:
-    name = f"t-hist-{uuid.uuid4().hex[:12]}"
-    yield name
-    drop_namespace(name)
-
-
-@pytest.fixture
 def pg(namespace: str) -> Iterator[PostgresMemory]:
     with PostgresMemory(DSN, namespace=namespace) as memory:
         yield memory

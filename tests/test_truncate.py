@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from helpers import NATO_WORDS
 from memstrata.query import compile_query
 from memstrata.truncate import (
     EARLIER_MARK,
@@ -21,20 +22,7 @@ from memstrata.truncate import (
 )
 
 MAX = 100_000
-WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-]
+WORDS = NATO_WORDS
 
 
 def filler(chars: int, seed: int) -> str:
