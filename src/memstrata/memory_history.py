@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -260,7 +260,7 @@ class MemoryHistory:
             row = conn.execute("SELECT * FROM changes WHERE id = ?", (int(change_id),)).fetchone()
         if row is None:
             raise no_such_change(change_id, empty=False)
-        return _change(row)
+        return change_from_row(row)
 
     def list(self, *, target: str | None = None, limit: int = 50) -> list[MemoryChange]:
         """The newest changes first, optionally of one target."""
@@ -274,7 +274,7 @@ class MemoryHistory:
         sql += " ORDER BY id DESC LIMIT ?"
         params.append(max(1, int(limit)))
         with self._connect() as conn:
-            return [_change(row) for row in conn.execute(sql, params)]
+            return [change_from_row(row) for row in conn.execute(sql, params)]
 
     def count(self) -> int:
         """How many changes are recorded."""
@@ -284,15 +284,18 @@ class MemoryHistory:
             return int(conn.execute("SELECT count(*) FROM changes").fetchone()[0])
 
 
-def _change(row: sqlite3.Row) -> MemoryChange:
+def change_from_row(row: Sequence[Any]) -> MemoryChange:
+    """A change from a history row in column order: id, at, target, action, who, why,
+    before, after, undoes (both backends' tables keep that order)."""
+    change_id, at, target, action, who, why, before, after, undoes = row
     return MemoryChange(
-        id=int(row["id"]),
-        at=float(row["at"]),
-        target=str(row["target"]),
-        action=str(row["action"]),
-        who=str(row["who"]),
-        why=str(row["why"]),
-        before=None if row["before"] is None else bytes(row["before"]),
-        after=None if row["after"] is None else bytes(row["after"]),
-        undoes=None if row["undoes"] is None else int(row["undoes"]),
+        id=int(change_id),
+        at=float(at),
+        target=str(target),
+        action=str(action),
+        who=str(who),
+        why=str(why),
+        before=None if before is None else bytes(before),
+        after=None if after is None else bytes(after),
+        undoes=None if undoes is None else int(undoes),
     )

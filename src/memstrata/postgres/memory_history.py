@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import psycopg
 from psycopg.rows import tuple_row
 
-from memstrata.memory_history import MemoryChange, no_such_change
+from memstrata.memory_history import MemoryChange, change_from_row, no_such_change
 
 __all__ = ["PostgresMemoryHistory", "record"]
 
@@ -95,7 +95,7 @@ class PostgresMemoryHistory:
             ).fetchone()
         if row is None:
             raise no_such_change(change_id, empty=self.count() == 0)
-        return _change(row)
+        return change_from_row(row)
 
     def list(self, *, target: str | None = None, limit: int = 50) -> builtins.list[MemoryChange]:
         """The newest changes first, optionally of one target."""
@@ -107,7 +107,7 @@ class PostgresMemoryHistory:
         sql += " ORDER BY id DESC LIMIT %s"
         params.append(max(1, int(limit)))
         with self._connect() as conn:
-            return [_change(row) for row in conn.execute(sql, params).fetchall()]
+            return [change_from_row(row) for row in conn.execute(sql, params).fetchall()]
 
     def count(self) -> int:
         """How many changes are recorded."""
@@ -117,18 +117,3 @@ class PostgresMemoryHistory:
                 (self.namespace,),
             ).fetchone()
         return int(row[0]) if row is not None else 0
-
-
-def _change(row: Sequence[Any]) -> MemoryChange:
-    change_id, at, target, action, who, why, before, after, undoes = row
-    return MemoryChange(
-        id=int(change_id),
-        at=float(at),
-        target=str(target),
-        action=str(action),
-        who=str(who),
-        why=str(why),
-        before=None if before is None else bytes(before),
-        after=None if after is None else bytes(after),
-        undoes=None if undoes is None else int(undoes),
-    )
