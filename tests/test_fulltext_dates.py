@@ -111,8 +111,26 @@ def test_explicit_queries_and_date_only_queries(store: SessionStore) -> None:
     found = search_messages(store, "What did we do on 7 July, 2023?")
     assert [h["session_id"] for h in found] == ["july"]
     assert search_messages(store, "on 7 July, 2023", role_filter=["assistant"]) == []
-    # June of no year names no span of time: nothing to fetch by date.
+    # June of no year: June of every year the store covers; none here.
     assert search_sessions(store, "What did we do in June?") == []
+    assert [h["session_id"] for h in search_sessions(store, "What did we do in July?")] == ["july"]
+
+
+def test_a_month_of_no_year_fetches_that_month_newest_year_first(tmp_path: Path) -> None:
+    with SessionStore(tmp_path / "state.db") as s:
+        for sid, when in {
+            "june-2023": ts(2023, 6, 10),
+            "july-2024": ts(2024, 7, 10),
+            "june-2024": ts(2024, 6, 20),
+            "june-2025-after-last": ts(2025, 1, 5),
+        }.items():
+            s.create_session(sid, started_at=when)
+            s.append_messages(sid, [{"role": "user", "content": "hello", "timestamp": when}])
+        hits = [h["session_id"] for h in search_messages(s, "What did we do in June?")]
+        assert hits == ["june-2024", "june-2023"]
+        assert [h["session_id"] for h in search_messages(s, "in June", limit=1)] == ["june-2024"]
+        # The margin of a day each side: the 1st of July at noon is not June.
+        assert "july-2024" not in hits
 
 
 def test_hit_decay_is_checked(store: SessionStore) -> None:

@@ -30,7 +30,7 @@ from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
 from memstrata.cjk import has_cjk
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.fulltext_dates import DateWindow, find_dates, strip_dates
+from memstrata.fulltext_dates import DateWindow, find_dates, month_spans, strip_dates
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import highlight, hit_dicts, session_titles, term_needle, text_of
 from memstrata.query import CompiledQuery, Index, Node, Term, compile_query
@@ -764,8 +764,20 @@ WINDOW_SCORE: Final = 1.0
 def _window_candidates(
     conn: sqlite3.Connection, windows: Sequence[DateWindow], filters: Filters, k: int
 ) -> list[Candidate]:
-    """The newest ``k`` messages written inside the windows with a start and an end."""
+    """The newest ``k`` messages written inside the windows.
+
+    A month of no year ("in June") is that month of every year the store has messages
+    from, so the newest come from the latest such month.
+    """
     spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
+    months = {w.month for w in windows if w.month is not None}
+    if months:
+        # Two statements: SQLite reads a lone min() or max() from the index's ends.
+        first = conn.execute("SELECT min(timestamp) FROM messages").fetchone()[0]
+        last = conn.execute("SELECT max(timestamp) FROM messages").fetchone()[0]
+        if first is not None and last is not None:
+            for month in sorted(months):
+                spans += month_spans(month, float(first), float(last))
     if not spans:
         return []
     where, params = filters.sql()

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "strip_dates"]
+__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "month_spans", "strip_dates"]
 
 DAY_MARGIN = timedelta(days=1)
 
@@ -152,6 +152,18 @@ def find_dates(text: str) -> list[DateWindow]:
                 taken.append((match.start(), match.end()))
     order = {w.text: text.find(w.text) for w in found}
     return sorted(found, key=lambda w: order[w.text])
+
+
+def month_spans(month: int, first: float, last: float) -> list[tuple[float, float]]:
+    """The spans (Unix seconds, margins included) of ``month`` in every year from the one
+    of ``first`` to the one of ``last``: "in June" said of a store written from 2023 to
+    2025 means June 2023, June 2024 or June 2025."""
+    spans = []
+    for year in range(datetime.fromtimestamp(first).year, datetime.fromtimestamp(last).year + 1):
+        start = datetime(year, month, 1)
+        end = datetime(year + (month == 12), month % 12 + 1, 1)
+        spans.append(_span(start, end))
+    return spans
 
 
 def strip_dates(text: str, windows: list[DateWindow]) -> str:
