@@ -266,3 +266,25 @@ def test_docs_python_example_runs(memstrata_home: Path, capsys: pytest.CaptureFi
     lines = capsys.readouterr().out.splitlines()
     assert lines[:3] == ["1 2 []", "1", "1"]
     assert lines[3].endswith("USER.md')]")
+
+
+def test_cli_export_never_replaces_an_earlier_export_silently(
+    memstrata_home: Path, tmp_path: Path
+) -> None:
+    """A second export into the same folder is refused, naming the files; --overwrite
+    replaces them; a folder holding other files is fine."""
+    out = tmp_path / "backup"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    runner = CliRunner()
+    first = runner.invoke(cli, ["export", "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    (out / "sessions.jsonl").write_text("the only copy")
+    again = runner.invoke(cli, ["export", "--out", str(out), "--format", "jsonl"])
+    assert again.exit_code == 1
+    assert "sessions.jsonl" in again.output and "--overwrite" in again.output
+    assert (out / "sessions.jsonl").read_text() == "the only copy"
+    forced = runner.invoke(cli, ["export", "--out", str(out), "--overwrite"])
+    assert forced.exit_code == 0, forced.output
+    assert (out / "sessions.jsonl").read_text() != "the only copy"
+    assert (out / "notes.txt").read_text() == "mine"

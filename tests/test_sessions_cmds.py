@@ -126,6 +126,12 @@ def test_export_writes_the_conversation(seeded: Path, tmp_path: Path) -> None:
     assert "20240101_old" not in text
     code, out = _run("sessions", "export", "--format", "markdown")
     assert code == 0 and "temples first" in out and "20240101_old" in out
+    # An existing file is not replaced unless asked.
+    before = target.read_bytes()
+    code, out = _run("sessions", "export", "-o", str(target))
+    assert code == 1 and "--overwrite" in out and target.read_bytes() == before
+    code, _ = _run("sessions", "export", "-o", str(target), "--overwrite")
+    assert code == 0 and target.read_bytes() != before
 
 
 def test_optimize_reports_sizes(seeded: Path) -> None:

@@ -18,6 +18,7 @@ from memstrata.errors import AtomicWriteError
 from memstrata.exporting import export_memory, export_sessions
 from memstrata.importing.memstrata_jsonl import SESSIONS_FILE
 from memstrata.importing.store_api import ExportStore
+from memstrata.memory_format import FILE_NAMES, TARGETS
 
 MARKDOWN_FILE = "sessions.md"
 
@@ -74,9 +75,17 @@ def _advance(bar: Progress, task: TaskID, done: int, total: int) -> None:
 )
 @click.option("--session", "sessions", multiple=True, help="Export only this session id.")
 @click.option("--no-memory", is_flag=True, help="Leave MEMORY.md / USER.md out.")
+@click.option(
+    "--overwrite", is_flag=True, help="Replace the files of an earlier export in the folder."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def export_command(
-    out_dir: Path, fmt: str, sessions: tuple[str, ...], no_memory: bool, as_json: bool
+    out_dir: Path,
+    fmt: str,
+    sessions: tuple[str, ...],
+    no_memory: bool,
+    overwrite: bool,
+    as_json: bool,
 ) -> None:
     """Export sessions and memory files to a folder.
 
@@ -88,9 +97,20 @@ def export_command(
     Example:
         memstrata export --out ~/memstrata-backup
         memstrata import ~/memstrata-backup      # in a fresh MEMSTRATA_HOME
+        memstrata export --out ~/memstrata-backup --overwrite   # refresh that backup
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
     formats = ["jsonl", "markdown"] if fmt == "both" else [fmt]
+    targets = [out_dir / (SESSIONS_FILE if kind == "jsonl" else MARKDOWN_FILE) for kind in formats]
+    if not no_memory:
+        targets += [out_dir / "memories" / FILE_NAMES[t] for t in TARGETS]
+    taken = [str(p.relative_to(out_dir)) for p in targets if p.exists()]
+    if taken and not overwrite:
+        # An earlier export (a backup, perhaps the only one) would be replaced silently.
+        raise click.ClickException(
+            f"{out_dir} already holds {', '.join(taken)} (an earlier export?). Choose another "
+            "--out folder, or pass --overwrite to replace them."
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
     ids = list(sessions) or None
     files: list[str] = []
     count = 0

@@ -270,7 +270,10 @@ def sessions_search(
     default=None,
     help="Write here instead of standard output.",
 )
-def sessions_export(sessions: tuple[str, ...], fmt: str, output: Path | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace the --output file if it exists.")
+def sessions_export(
+    sessions: tuple[str, ...], fmt: str, output: Path | None, overwrite: bool
+) -> None:
     """Export sessions (all, or the conversations of each SESSION) as JSONL or Markdown.
 
     A SESSION (id, id prefix or title) brings its whole compressed conversation.
@@ -280,6 +283,11 @@ def sessions_export(sessions: tuple[str, ...], fmt: str, output: Path | None) ->
         memstrata sessions export --format markdown -o sessions.md
         memstrata sessions export "Kyoto trip" --format jsonl > kyoto.jsonl
     """
+    if output is not None and output.exists() and not overwrite:
+        raise click.ClickException(
+            f"{output} already exists. Choose another --output file, or pass --overwrite "
+            "to replace it."
+        )
     try:
         exporting = importlib.import_module("memstrata.exporting")
     except ImportError as exc:  # pragma: no cover - shipped together
