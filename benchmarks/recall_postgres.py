@@ -8,9 +8,9 @@ The PostgreSQL twin of ``benchmarks/recall.py``, reusing its loading and scoring
 conversation goes into its own tenant (namespace) of one PostgreSQL database, one store
 session per LoCoMo session and one message per turn, and every question (category 5
 left out) is asked verbatim through ``memstrata.postgres.search.search_sessions``. The SQLite
-store answers the same questions in the same run (``fulltext.search_sessions`` with its
-date evidence, as shipped, and without it, which is what PostgreSQL supports), so the
-figures sit beside a baseline measured on the same machine and code.
+store answers the same questions in the same run (``fulltext.search_sessions``), each
+backend with its date evidence, as shipped, and without it, so the figures sit beside a
+baseline measured on the same machine and code.
 
 The run works in a schema of its own (``memstrata_recall_<pid>``, dropped at the end),
 so it never reads or deletes anyone else's rows in the database.
@@ -72,7 +72,7 @@ def own_schema(dsn: str) -> Iterator[str]:
 def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
     """Scores and per-question latencies of PostgreSQL and the two SQLite baselines."""
     convs = recall.load(path, limit_questions)
-    systems = ("postgres", "sqlite (shipped)", "sqlite (no dates)")
+    systems = ("postgres", "postgres (no dates)", "sqlite (shipped)", "sqlite (no dates)")
     scores = {name: recall.Scores() for name in systems}
     times: dict[str, list[float]] = {name: [] for name in systems}
     with own_schema(dsn) as run_dsn, tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +86,9 @@ def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
                 pg.optimize()
                 askers: dict[str, Callable[[str], list[dict[str, Any]]]] = {
                     "postgres": partial(pg_search.search_sessions, pg, limit=10),
+                    "postgres (no dates)": partial(
+                        pg_search.search_sessions, pg, limit=10, dates=False
+                    ),
                     "sqlite (shipped)": partial(fulltext.search_sessions, lite, limit=10),
                     "sqlite (no dates)": partial(
                         fulltext.search_sessions, lite, limit=10, dates=False
@@ -132,10 +135,10 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"memstrata commit {commit or 'unknown'} (with local changes); the machine is "
         "shared with other jobs, so latencies are medians and carry that noise.\n",
-        "Systems: `postgres` is `memstrata.postgres.search.search_sessions`; `sqlite (shipped)` is "
-        "`fulltext.search_sessions` as shipped (with date evidence); `sqlite (no dates)` "
-        "turns date evidence off, which is the evidence PostgreSQL has (date, speaker and "
-        "embedding evidence are SQLite-only for now).\n",
+        "Systems: `postgres` is `memstrata.postgres.search.search_sessions` as shipped (with "
+        "date evidence); `sqlite (shipped)` is `fulltext.search_sessions` as shipped; the "
+        "`(no dates)` rows turn date evidence off (`dates=False`). Speaker and embedding "
+        "evidence are SQLite-only for now and off by default on SQLite too.\n",
         recall.table(result["scores"]),
         "",
         "Per-question latency (ms), small stores (one conversation each, 19-32 sessions):\n",

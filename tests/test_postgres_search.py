@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +270,58 @@ def test_a_failed_summary_falls_back_to_the_original_text(
             "SELECT count(*) AS n FROM summary_cache WHERE namespace = %s", (pg.namespace,)
         ).fetchone()
     assert count is not None and count["n"] == 0
+
+
+def _dated_sessions(store: Any) -> None:
+    """Three sessions on three dates, each mentioning a concert (as the SQLite test)."""
+    talks = {
+        "may": (datetime(2023, 5, 8, 12), "Maria: the concert was loud, the concert was long"),
+        "july": (datetime(2023, 7, 7, 12), "Maria: I went to a concert with my church friends"),
+        "sept": (datetime(2023, 9, 2, 12), "Maria: another concert tonight, the concert hall"),
+    }
+    for sid, (when, text) in talks.items():
+        start = when.timestamp()
+        store.create_session(sid, source="cli", started_at=start)
+        store.append_messages(sid, [{"role": "user", "content": text, "timestamp": start + 5}])
+
+
+@pytest.mark.parametrize(
+    ("call", "question", "expected"),
+    [
+        ("sessions", "Which concert did Maria attend on 7 July, 2023?", "july"),
+        ("messages", "concert in July 2023", "july"),
+        ("sessions", "What did we do in July 2023?", ["july"]),
+        ("messages", "What did we do on 7 July, 2023?", ["july"]),
+        ("sessions", "What did we do in July?", ["july"]),
+        ("sessions", "What did we do in June?", []),
+    ],
+)
+def test_dates_in_a_question_are_evidence_on_both_backends(
+    pg: PostgresSessionStore, lite: SessionStore, call: str, question: str, expected: Any
+) -> None:
+    """A named date boosts what was written then, and a question made only of a date
+    fetches it: the same answers from PostgreSQL as from SQLite."""
+    from memstrata.fulltext import search_sessions as lite_sessions
+    from memstrata.postgres.search import search_sessions as pg_sessions
+
+    answers = []
+    for store in (lite, pg):
+        _dated_sessions(store)
+        if call == "sessions":
+            search = lite_sessions if store is lite else pg_sessions
+            ids = [h["session_id"] for h in search(store, question)]  # type: ignore[arg-type]
+        else:
+            ids = [h["session_id"] for h in store.search_messages(question)]
+        answers.append(ids[0] if isinstance(expected, str) and ids else ids)
+    assert answers == [expected, expected]
+
+
+def test_dates_can_be_turned_off_on_postgres(pg: PostgresSessionStore) -> None:
+    from memstrata.postgres.search import search_sessions
+
+    _dated_sessions(pg)
+    question = "Which concert did Maria attend on 7 July, 2023?"
+    assert search_sessions(pg, question)[0]["session_id"] == "july"
+    # Without date awareness the ranking is keywords alone: the words of the date find
+    # nothing, and the sessions repeating "concert" come first.
+    assert search_sessions(pg, question, dates=False)[0]["session_id"] != "july"

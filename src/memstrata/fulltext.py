@@ -30,7 +30,7 @@ from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
 from memstrata.cjk import has_cjk
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.fulltext_dates import DateWindow, find_dates, month_spans, strip_dates
+from memstrata.fulltext_dates import DateWindow, find_dates, spans_of, strip_dates
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import highlight, hit_dicts, session_titles, term_needle, text_of
 from memstrata.query import CompiledQuery, Index, Node, Term, compile_query
@@ -51,6 +51,7 @@ __all__ = [
     "Filters",
     "aggregate_sessions",
     "collect_candidates",
+    "dated_query",
     "highlight",
     "hit_dicts",
     "lineage_roots",
@@ -769,15 +770,12 @@ def _window_candidates(
     A month of no year ("in June") is that month of every year the store has messages
     from, so the newest come from the latest such month.
     """
-    spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
-    months = {w.month for w in windows if w.month is not None}
-    if months:
+    first = last = None
+    if any(w.month is not None for w in windows):
         # Two statements: SQLite reads a lone min() or max() from the index's ends.
         first = conn.execute("SELECT min(timestamp) FROM messages").fetchone()[0]
         last = conn.execute("SELECT max(timestamp) FROM messages").fetchone()[0]
-        if first is not None and last is not None:
-            for month in sorted(months):
-                spans += month_spans(month, float(first), float(last))
+    spans = spans_of(windows, first, last)
     if not spans:
         return []
     where, params = filters.sql()
@@ -789,6 +787,28 @@ def _window_candidates(
         [*(bound for span in spans for bound in span), *params, k],
     ).fetchall()
     return [Candidate(int(r[0]), str(r[1]), float(r[2]), {}, score=WINDOW_SCORE) for r in rows]
+
+
+def dated_query(
+    query: str | None, *, dates: bool = True
+) -> tuple[CompiledQuery, list[DateWindow], bool]:
+    """The compiled query, the dates it names and whether it names nothing else.
+
+    With ``dates``, the calendar dates of a natural query leave its keywords (they are
+    evidence about when, not words to find); a query with operators or quotes is taken
+    as written. A query made only of a date keeps its words (``date_only``): the search
+    then also fetches what was written inside the windows. Shared by both backends.
+    """
+    compiled = compile_query(query)
+    if not dates or compiled.explicit or not query:
+        return compiled, [], False
+    windows = find_dates(query)
+    if not windows:
+        return compiled, [], False
+    stripped = compile_query(strip_dates(query, windows))
+    if stripped.is_empty:
+        return compiled, windows, True
+    return stripped, windows, False
 
 
 def rank_query(
@@ -815,16 +835,7 @@ def rank_query(
             "subqueries must be a list of query strings, not one string: "
             "pass [text] (expand_query returns such a list)."
         )
-    compiled = compile_query(query)
-    windows: list[DateWindow] = []
-    date_only = False
-    if dates and not compiled.explicit and query:
-        windows = find_dates(query)
-        if windows:
-            stripped = compile_query(strip_dates(query, windows))
-            # A query made only of a date still searches its words.
-            date_only = stripped.is_empty
-            compiled = compiled if date_only else stripped
+    compiled, windows, date_only = dated_query(query, dates=dates)
     found = (
         {c.id: c for c in collect_candidates(conn, compiled, filters, k=k)}
         if not compiled.is_empty

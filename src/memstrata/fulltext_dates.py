@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "month_spans", "strip_dates"]
+__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "month_spans", "spans_of", "strip_dates"]
 
 DAY_MARGIN = timedelta(days=1)
 
@@ -163,6 +164,18 @@ def month_spans(month: int, first: float, last: float) -> list[tuple[float, floa
         start = datetime(year, month, 1)
         end = datetime(year + (month == 12), month % 12 + 1, 1)
         spans.append(_span(start, end))
+    return spans
+
+
+def spans_of(
+    windows: Sequence[DateWindow], first: float | None = None, last: float | None = None
+) -> list[tuple[float, float]]:
+    """The time spans of ``windows``; a month of no year is that month in every year from
+    ``first`` to ``last`` (the store's oldest and newest message), none without them."""
+    spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
+    if first is not None and last is not None:
+        for month in sorted({w.month for w in windows if w.month is not None}):
+            spans += month_spans(month, first, last)
     return spans
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
+from memstrata import fulltext_boosts as boosts
 from memstrata.errors import SessionStoreError
 from memstrata.fulltext import (
     BOOLEAN_RANKED,
@@ -37,11 +38,14 @@ from memstrata.fulltext import (
     MESSAGE_CANDIDATES,
     SESSION_HIT_DECAY,
     SESSION_TOP_HITS,
+    WINDOW_SCORE,
     Candidate,
     _check_paging,
     aggregate_sessions,
+    dated_query,
     session_result,
 )
+from memstrata.fulltext_dates import DateWindow, spans_of
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import CONTEXT_CHARS, SNIPPET_CHARS, highlight, highlight_needles
 from memstrata.fulltext_hits import text_of as _sqlite_text_of
@@ -583,9 +587,11 @@ def search_messages(
     limit: int = 20,
     offset: int = 0,
     include_inactive: bool = False,
+    dates: bool = True,
 ) -> list[dict[str, Any]]:
     """Search the tenant's messages; the arguments and hits of
-    :func:`memstrata.fulltext.search_messages`."""
+    :func:`memstrata.fulltext.search_messages` (``dates``: the date awareness of
+    :func:`memstrata.fulltext.dated_query`, for a ranked search)."""
     _check_paging(limit, offset, sort, query)
     filters = make_filters(
         role_filter=role_filter,
@@ -597,13 +603,69 @@ def search_messages(
         include_inactive=include_inactive,
     )
     order: Order = "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
-    compiled = compile_query(query)
-    if compiled.is_empty:
-        return []
     k = max(MESSAGE_CANDIDATES, offset + limit)
     with store.connection(snapshot=True) as conn:
-        cands = collect_candidates(conn, store.namespace, compiled, filters, k=k, order=order)
+        if order == "rank":
+            compiled, cands = rank_query(conn, store.namespace, query, filters, k=k, dates=dates)
+        else:
+            compiled = compile_query(query)
+            if compiled.is_empty:
+                return []
+            cands = collect_candidates(conn, store.namespace, compiled, filters, k=k, order=order)
         return hit_dicts(conn, store.namespace, compiled, cands[offset : offset + limit], filters)
+
+
+def rank_query(
+    conn: Conn, ns: str, query: str | None, filters: Filters, *, k: int, dates: bool = True
+) -> tuple[CompiledQuery, list[Candidate]]:
+    """Ranked candidates with the dates a query names as evidence, as on SQLite.
+
+    The dates leave the keywords and boost the messages written then
+    (``memstrata.fulltext_boosts.DATE_BOOST``); a query made only of a date also fetches
+    the newest messages written inside it.
+    """
+    compiled, windows, date_only = dated_query(query, dates=dates)
+    cands = (
+        collect_candidates(conn, ns, compiled, filters, k=k, order="rank")
+        if not compiled.is_empty
+        else []
+    )
+    if date_only:
+        seen = {c.id for c in cands}
+        cands += [c for c in _window_candidates(conn, ns, windows, filters, k) if c.id not in seen]
+    boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
+    cands.sort(key=lambda c: (-c.score, -c.id))
+    return compiled, cands
+
+
+def _window_candidates(
+    conn: Conn, ns: str, windows: Sequence[DateWindow], filters: Filters, k: int
+) -> list[Candidate]:
+    """The tenant's newest ``k`` messages written inside the windows (on the tenant's
+    timestamp index)."""
+    first = last = None
+    if any(w.month is not None for w in windows):
+        row = conn.execute(
+            "SELECT min(timestamp) AS first, max(timestamp) AS last FROM messages "
+            "WHERE namespace = %s",
+            (ns,),
+        ).fetchone()
+        if row is not None:
+            first, last = row["first"], row["last"]
+    spans = spans_of(windows, first, last)
+    if not spans:
+        return []
+    where, params = filter_sql(ns, filters)
+    inside = " OR ".join("(m.timestamp >= %s AND m.timestamp < %s)" for _ in spans)
+    rows = conn.execute(
+        f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} AND ({inside}) "
+        "ORDER BY m.timestamp DESC LIMIT %s",
+        [*params, *(bound for span in spans for bound in span), k],
+    ).fetchall()
+    return [
+        Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, WINDOW_SCORE)
+        for r in rows
+    ]
 
 
 def search_sessions(
@@ -621,10 +683,12 @@ def search_sessions(
     by_lineage: bool = False,
     top_hits: int = SESSION_TOP_HITS,
     hit_decay: float = SESSION_HIT_DECAY,
+    dates: bool = True,
 ) -> list[dict[str, Any]]:
     """Rank the tenant's sessions for ``query`` as :func:`memstrata.fulltext.search_sessions`
-    does (its best ``top_hits`` messages, the i-th weighted ``hit_decay ** i``); the
-    same result keys. Date, speaker and embedding evidence are SQLite-only for now."""
+    does (its best ``top_hits`` messages, the i-th weighted ``hit_decay ** i``, the dates
+    the query names as evidence); the same result keys. Speaker and embedding evidence
+    are SQLite-only for now."""
     _check_paging(limit, 0, None, query)
     if top_hits < 1:
         raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
@@ -641,12 +705,11 @@ def search_sessions(
         until=until,
         include_inactive=include_inactive,
     )
-    compiled = compile_query(query)
-    if compiled.is_empty:
-        return []
     ns = store.namespace
     with store.connection(snapshot=True) as conn:
-        cands = collect_candidates(conn, ns, compiled, filters, k=CANDIDATES, order="rank")
+        compiled, cands = rank_query(conn, ns, query, filters, k=CANDIDATES, dates=dates)
+        if not cands:
+            return []
         sids = {c.session_id for c in cands}
         roots = (
             {sid: lineage.lineage_root(conn, ns, sid) for sid in sids}
