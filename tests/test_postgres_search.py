@@ -325,3 +325,29 @@ def test_dates_can_be_turned_off_on_postgres(pg: PostgresSessionStore) -> None:
     # Without date awareness the ranking is keywords alone: the words of the date find
     # nothing, and the sessions repeating "concert" come first.
     assert search_sessions(pg, question, dates=False)[0]["session_id"] != "july"
+
+
+def test_sessions_group_by_lineage_as_on_sqlite(
+    pg: PostgresSessionStore, lite: SessionStore
+) -> None:
+    """With by_lineage, a compression child and its parent are reported once, and a
+    delegate keeps its own entry: the same groups on both backends."""
+    from memstrata.fulltext import search_sessions as lite_sessions
+    from memstrata.postgres.search import search_sessions as pg_sessions
+
+    grouped = []
+    for store in (lite, pg):
+        store.create_session("root", started_at=1.0)
+        store.append_message("root", "user", "we chose postgres for billing")
+        store.create_session(
+            "child", parent_session_id="root", lineage_kind="compression", started_at=2.0
+        )
+        store.append_message("child", "user", "postgres billing migration is done")
+        store.create_session("other", started_at=3.0)
+        store.append_message("other", "user", "postgres is also used for search")
+        search = lite_sessions if store is lite else pg_sessions
+        flat = search(store, "postgres billing")  # type: ignore[arg-type]
+        assert len(flat) == 3
+        rows = search(store, "postgres billing", by_lineage=True)  # type: ignore[arg-type]
+        grouped.append([(r["lineage_root"], r["hit_count"]) for r in rows])
+    assert grouped[0] == grouped[1] == [("root", 2), ("other", 1)]

@@ -102,6 +102,22 @@ def lineage_root(conn: Conn, ns: str, session_id: str) -> str:
     return _walk_up(conn, ns, session_id, HIDDEN_KINDS)[-1]
 
 
+def lineage_roots(conn: Conn, ns: str, session_ids: Iterable[str]) -> dict[str, str]:
+    """:func:`lineage_root` of each session. Most sessions have no parent: one query
+    settles them, and only the children walk up (a search hands in up to 300)."""
+    ids = list(dict.fromkeys(session_ids))
+    roots = {sid: sid for sid in ids}
+    if ids:
+        for row in conn.execute(
+            "SELECT id FROM sessions WHERE namespace = %s AND id = ANY(%s) "
+            "AND parent_session_id IS NOT NULL",
+            (ns, ids),
+        ).fetchall():
+            child = str(row["id"])
+            roots[child] = lineage_root(conn, ns, child)
+    return roots
+
+
 def compression_ancestors(conn: Conn, ns: str, session_id: str) -> list[str]:
     """Sessions that ``session_id`` continues through compression, nearest first."""
     return _walk_up(conn, ns, session_id, ("compression",))[1:]

@@ -711,11 +711,7 @@ def search_sessions(
         if not cands:
             return []
         sids = {c.session_id for c in cands}
-        roots = (
-            {sid: lineage.lineage_root(conn, ns, sid) for sid in sids}
-            if by_lineage
-            else {sid: sid for sid in sids}
-        )
+        roots = lineage.lineage_roots(conn, ns, sids) if by_lineage else {sid: sid for sid in sids}
         ranked = aggregate_sessions(cands, roots, top_hits=top_hits, decay=hit_decay)[:limit]
         best = [group[0] for _, group in ranked]
         hits = {h["id"]: h for h in hit_dicts(conn, ns, compiled, best, filters, context=False)}
