@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import memstrata.fulltext_bm25 as bm25
 from helpers import NATO_WORDS
@@ -218,3 +221,46 @@ def test_rank_newest_on_an_empty_match(tmp_path: Path) -> None:
             finally:
                 bm25.EXACT_ROWS = saved
             assert ranked == []
+
+
+@pytest.fixture(scope="module")
+def busy_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionStore]:
+    """Rows of the word list, some Chinese, and a tool call: enough for every index."""
+    store = _store(tmp_path_factory.mktemp("busy"), 8, rows=300)
+    store.create_session("zh", started_at=2.0)
+    store.append_messages(
+        "zh",
+        [
+            {"role": "user", "content": "修改服务端配置 alpha 服务", "timestamp": 600.0},
+            {"role": "user", "content": "部署youer服务端 bravo", "timestamp": 601.0},
+        ],
+    )
+    yield store
+    store.close()
+
+
+_PIECES = [*NATO_WORDS[:6], "AND", "OR", "NOT", '"', "*", "(", ")", "服务", "alp*", "-", ":"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        st.lists(st.sampled_from(_PIECES), min_size=1, max_size=8).map(" ".join),
+        st.text(max_size=40),
+    )
+)
+def test_own_scoring_never_raises_and_keeps_to_the_matches(
+    busy_store: SessionStore, query: str
+) -> None:
+    """Whatever the query, the own-scoring path (forced) answers without an error, with
+    at most a page of distinct hits."""
+    import memstrata.fulltext as ft
+
+    saved = bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES
+    bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES = -1, 40, 20
+    try:
+        hits = search_messages(busy_store, query, limit=10)
+    finally:
+        bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES = saved
+    ids = [h["id"] for h in hits]
+    assert len(ids) == len(set(ids)) <= 10
