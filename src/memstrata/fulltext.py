@@ -59,6 +59,7 @@ __all__ = [
     "rank_query",
     "search_messages",
     "search_sessions",
+    "session_results",
     "term_needle",
     "text_of",
 ]
@@ -676,16 +677,33 @@ def search_sessions(
         best = [group[0] for _, group in ranked]
         hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
         titles = session_titles(conn, [c.session_id for c in best])
+    return session_results(
+        ranked, hits, titles, by_lineage=by_lineage, top_hits=top_hits, hit_decay=hit_decay
+    )
+
+
+def session_results(
+    ranked: Sequence[tuple[str, Sequence[Candidate]]],
+    hits: Mapping[int, dict[str, Any]],
+    titles: Mapping[str, str | None],
+    *,
+    by_lineage: bool,
+    top_hits: int,
+    hit_decay: float,
+) -> list[dict[str, Any]]:
+    """One result per ranked group (see :func:`session_result`), for the groups whose best
+    message has a hit; both backends shape their session rankings with it."""
     return [
         session_result(
             root if by_lineage else None,
             group,
-            hits[top.id],
-            titles.get(top.session_id),
+            hits[group[0].id],
+            titles.get(group[0].session_id),
             top_hits=top_hits,
             hit_decay=hit_decay,
         )
-        for (root, group), top in zip(ranked, best, strict=True)
+        for root, group in ranked
+        if group[0].id in hits
     ]
 
 

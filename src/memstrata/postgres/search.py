@@ -43,7 +43,7 @@ from memstrata.fulltext import (
     _check_paging,
     aggregate_sessions,
     dated_query,
-    session_result,
+    session_results,
 )
 from memstrata.fulltext_dates import DateWindow, spans_of
 from memstrata.fulltext_filters import Filters, make_filters
@@ -722,15 +722,6 @@ def search_sessions(
                 (ns, [c.session_id for c in best]),
             ).fetchall()
         }
-    return [
-        session_result(
-            root if by_lineage else None,
-            group,
-            hits[top.id],
-            titles.get(top.session_id),
-            top_hits=top_hits,
-            hit_decay=hit_decay,
-        )
-        for (root, group), top in zip(ranked, best, strict=True)
-        if top.id in hits
-    ]
+    return session_results(
+        ranked, hits, titles, by_lineage=by_lineage, top_hits=top_hits, hit_decay=hit_decay
+    )
