@@ -183,7 +183,8 @@ def render(result: dict[str, Any], summary: dict[str, Any], args: argparse.Names
         "# Hardening: fault injection, fuzzing and load",
         "",
         f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC with `python benchmarks/hardening.py "
-        f"--examples {args.examples}`; load average before {result['load_before']}, after "
+        f"--examples {args.examples}{' --dsn DSN' if args.dsn else ''}`; load average before "
+        f"{result['load_before']}, after "
         f"{result['load_after']} (a shared machine; the figures below are counts and do not "
         f"depend on it). Wall time {result['wall_s']:.0f} s.",
         "",
