@@ -14,7 +14,6 @@ health in :mod:`memstrata.store_index` and value encoding in :mod:`memstrata.sto
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
@@ -39,7 +38,15 @@ from memstrata.errors import (
     IndexError_,
     SessionStoreError,
 )
-from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field, usage_values
+from memstrata.store_codec import (
+    TOKEN_COLUMNS,
+    decode_model_config,
+    prune_cutoff,
+    session_values,
+    text_field,
+    timestamp_bounds,
+    usage_values,
+)
 
 DB_FILENAME = "state.db"
 
@@ -158,13 +165,7 @@ class SessionStore(Closing):
         if row is None:
             return None
         session = dict(row)
-        raw = session.get("model_config")
-        if isinstance(raw, str):
-            try:
-                session["model_config"] = json.loads(raw)
-            except ValueError:
-                pass
-        return session
+        return decode_model_config(session)
 
     def _update(self, session_id: str, sql: str, params: Sequence[Any]) -> int:
         with self._db.write() as conn:
@@ -361,14 +362,7 @@ class SessionStore(Closing):
         tip is live or recent; delegates go with their parent. Returns the ids
         deleted (or that would be, with ``dry_run``).
         """
-        days = (
-            older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
-        )
-        if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
-            raise SessionStoreError(
-                "older_than must be a non-negative number of days or a timedelta."
-            )
-        cutoff = time.time() - float(days) * 86400
+        cutoff = prune_cutoff(older_than)
         with self._db.read() as conn:
             ids = store_sessions.prune_candidates(conn, cutoff, source)
             if dry_run:
@@ -440,15 +434,9 @@ class SessionStore(Closing):
         """
         sql = "SELECT id FROM messages WHERE 1 = 1"
         params: list[Any] = []
-        for bound, op, name in ((since, ">=", "since"), (until, "<=", "until")):
-            if bound is None:
-                continue
-            if isinstance(bound, bool) or not isinstance(bound, int | float):
-                raise SessionStoreError(
-                    f"{name} must be a Unix timestamp (seconds), got {bound!r}."
-                )
+        for op, bound in timestamp_bounds(since, until):
             sql += f" AND timestamp {op} ?"
-            params.append(float(bound))
+            params.append(bound)
         with self._db.read() as conn:
             if session_ids is None:
                 return [int(r[0]) for r in conn.execute(sql + " ORDER BY id", params)]

@@ -15,6 +15,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from memstrata.errors import SessionStoreError
@@ -55,6 +56,38 @@ TOKEN_COLUMNS = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
+
+
+def prune_cutoff(older_than: float | timedelta) -> float:
+    """The Unix time ``older_than`` before now (a number counts days; a timedelta as is)."""
+    days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
+    if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
+        raise SessionStoreError("older_than must be a non-negative number of days or a timedelta.")
+    return time.time() - float(days) * 86400
+
+
+def timestamp_bounds(since: float | None, until: float | None) -> list[tuple[str, float]]:
+    """The comparisons (``">="`` since, ``"<="`` until) of the bounds given, each checked
+    as a Unix timestamp; both are inclusive."""
+    bounds: list[tuple[str, float]] = []
+    for bound, op, name in ((since, ">=", "since"), (until, "<=", "until")):
+        if bound is None:
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, int | float):
+            raise SessionStoreError(f"{name} must be a Unix timestamp (seconds), got {bound!r}.")
+        bounds.append((op, float(bound)))
+    return bounds
+
+
+def decode_model_config(session: dict[str, Any]) -> dict[str, Any]:
+    """``session`` with its ``model_config`` decoded when it holds JSON (kept as text if not)."""
+    raw = session.get("model_config")
+    if isinstance(raw, str):
+        try:
+            session["model_config"] = json.loads(raw)
+        except ValueError:
+            pass
+    return session
 
 
 def usage_values(

@@ -14,7 +14,6 @@ as a generated ``tsvector`` column, a ``pg_trgm`` expression index and a CJK big
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,7 +27,15 @@ from memstrata.errors import NamespaceError, SessionStoreError
 from memstrata.postgres import lineage, maintenance, messages, sessions
 from memstrata.postgres.codec import pg_text, session_row
 from memstrata.postgres.database import Conn, Database, Durability
-from memstrata.store_codec import TOKEN_COLUMNS, session_values, text_field, usage_values
+from memstrata.store_codec import (
+    TOKEN_COLUMNS,
+    decode_model_config,
+    prune_cutoff,
+    session_values,
+    text_field,
+    timestamp_bounds,
+    usage_values,
+)
 from memstrata.store_messages import as_conversation
 from memstrata.titles import sanitize_title
 
@@ -172,13 +179,7 @@ class PostgresSessionStore(Closing):
         if row is None:
             return None
         session = session_row(row)
-        raw = session.get("model_config")
-        if isinstance(raw, str):
-            try:
-                session["model_config"] = json.loads(raw)
-            except ValueError:
-                pass
-        return session
+        return decode_model_config(session)
 
     def _update(self, session_id: str, sql: str, params: Sequence[Any]) -> int:
         with self.connection() as conn:
@@ -357,14 +358,7 @@ class PostgresSessionStore(Closing):
         dry_run: bool = False,
     ) -> list[str]:
         """Delete sessions that ended more than ``older_than`` ago (a float counts days)."""
-        days = (
-            older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
-        )
-        if isinstance(days, bool) or not isinstance(days, int | float) or days < 0:
-            raise SessionStoreError(
-                "older_than must be a non-negative number of days or a timedelta."
-            )
-        cutoff = time.time() - float(days) * 86400
+        cutoff = prune_cutoff(older_than)
         ns = self._namespace
         with self.connection(snapshot=True) as conn:
             ids = sessions.prune_candidates(conn, ns, cutoff, source)
@@ -393,15 +387,9 @@ class PostgresSessionStore(Closing):
         """
         sql = "SELECT id FROM messages WHERE namespace = %s"
         params: list[Any] = [self._namespace]
-        for bound, op, name in ((since, ">=", "since"), (until, "<=", "until")):
-            if bound is None:
-                continue
-            if isinstance(bound, bool) or not isinstance(bound, int | float):
-                raise SessionStoreError(
-                    f"{name} must be a Unix timestamp (seconds), got {bound!r}."
-                )
+        for op, bound in timestamp_bounds(since, until):
             sql += f" AND timestamp {op} %s"
-            params.append(float(bound))
+            params.append(bound)
         if session_ids is not None:
             sql += " AND session_id = ANY(%s)"
             params.append(sorted(set(session_ids)))
