@@ -18,7 +18,6 @@ the number of messages that match it beyond the bounded candidate scans.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -334,11 +333,8 @@ def _bounded_candidates(
                 present[mid] = terms
     if not rows:
         return rows
-    # FTS5's own IDF, log((N - n + 0.5) / (n + 0.5)), with the estimated n.
-    weights = [
-        (term_needle(term), max(math.log((total - df + 0.5) / (df + 0.5)), 1e-6))
-        for _, term, df in common
-    ]
+    # FTS5's own IDF, with the estimated n.
+    weights = [(term_needle(term), bm25.idf(total, df)) for _, term, df in common]
     if not rare and len(weights) == 1:
         # One common term and nothing else: every candidate matched it in this index, so
         # its text need not be read to know it holds the term.

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from memstrata.query import Index, Node, Term
 
-__all__ = ["B", "EXACT_ROWS", "K1", "density_count", "rank_newest", "varints"]
+__all__ = ["B", "EXACT_ROWS", "K1", "density_count", "idf", "rank_newest", "varints"]
 
 # FTS5's bm25() defaults.
 K1 = 1.2
@@ -131,11 +131,11 @@ def rank_newest(
             counts[rendered], exact[rendered] = density_count(
                 conn, table, rendered, newest_id, probe
             )
+    positive = tuple(dict.fromkeys(_rendered(tree.positive_terms(), index)))
     if sum(counts.values()) <= EXACT_ROWS:
-        required = set(_rendered(tree.positive_terms(), index))
         # Every match holds a positive term, so when those are known to be fewer than
         # ``limit`` together, every match is among the newest ``limit``: no floor to find.
-        few = all(exact[t] for t in required) and sum(counts[t] for t in required) < limit
+        few = all(exact[t] for t in positive) and sum(counts[t] for t in positive) < limit
         return _fts5_ranked(conn, table, match, limit, weights, floor=0 if few else None)
     found: list[tuple[int, bytes | None]] = conn.execute(
         f"SELECT f.rowid, d.sz FROM {table} f JOIN {table}_docsize d ON d.id = f.rowid "
@@ -145,8 +145,7 @@ def rank_newest(
     if not found:
         return []
     nrow, avgdl = _averages(conn, table)
-    idf = {t: _idf(nrow, n) for t, n in counts.items()}
-    positive = tuple(dict.fromkeys(_rendered(tree.positive_terms(), index)))
+    weight = {t: idf(nrow, n) for t, n in counts.items()}
     # Row id -> the terms it holds, when an OR makes that differ from row to row.
     held: dict[int, set[str]] | None = None
     if not _every_term_required(tree):
@@ -164,7 +163,7 @@ def rank_newest(
         length = _length(size, avgdl)
         gain = (K1 + 1) / (1 + K1 * (1 - B + B * length / avgdl))
         credited = positive if held is None else _credited(tree, index, held.get(rid, set()))
-        scored.append((int(rid), -gain * sum(idf[t] for t in credited or ())))
+        scored.append((int(rid), -gain * sum(weight[t] for t in credited or ())))
     scored.sort(key=lambda r: (r[1], -r[0]))
     return scored
 
@@ -195,8 +194,9 @@ def _rendered(terms: Sequence[Term], index: Index) -> list[str]:
     return [r for r in (t.render(index) for t in terms) if r is not None]
 
 
-def _idf(nrow: int, count: float) -> float:
-    # FTS5's IDF, floored as FTS5 floors it: a term in most rows still counts a little.
+def idf(nrow: int, count: float) -> float:
+    """FTS5's IDF of a term in ``count`` of ``nrow`` rows, log((N - n + 0.5) / (n + 0.5)),
+    floored as FTS5 floors it: a term in most rows still counts a little."""
     count = min(count, float(nrow))
     return max(math.log((nrow - count + 0.5) / (count + 0.5)), 1e-6)
 
