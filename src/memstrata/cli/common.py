@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -13,6 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memstrata.errors import MemstrataError
+
+if TYPE_CHECKING:
+    from memstrata.config import Config
+    from memstrata.memory_core import CuratedMemory
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -61,6 +65,19 @@ def os_error_text(exc: OSError) -> str:
         f"the file system refused{where}: {reason}. Check the path (its length, that it "
         "names a file and not a folder) and that you may read and write there."
     )
+
+
+def open_cli_memory(config: Config) -> CuratedMemory:
+    """The curated memory ``store.dsn`` names (files, or PostgreSQL rows), closed with the
+    command. Editing the files while agents read PostgreSQL rows would change nothing
+    they see; writes made here are the user's own, so the history names the CLI."""
+    from memstrata.backends import open_memory
+    from memstrata.closing import Closing
+
+    memory = open_memory(config, actor="cli")
+    if isinstance(memory, Closing):
+        click.get_current_context().call_on_close(memory.close)
+    return memory
 
 
 def echo_json(data: Any) -> None:

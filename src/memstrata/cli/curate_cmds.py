@@ -7,9 +7,7 @@ from typing import Literal
 import click
 from rich.console import Console
 
-from memstrata.backends import open_memory
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json
-from memstrata.closing import Closing
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, open_cli_memory
 from memstrata.config import Config
 from memstrata.curator import Curator
 from memstrata.memory_format import FILE_NAMES, TARGETS, Target
@@ -49,10 +47,7 @@ def curate_command(
         memstrata memory history --limit 1
     """
     config = Config.load()
-    # The memory store.dsn names (files, or PostgreSQL rows), as `memstrata memory` edits.
-    memory = open_memory(config, actor="cli")
-    if isinstance(memory, Closing):
-        click.get_current_context().call_on_close(memory.close)
+    memory = open_cli_memory(config)
     curator = Curator(memory, config=config, use_model=False if no_model else None)
     targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
     console = Console(stderr=True)

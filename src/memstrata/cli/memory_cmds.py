@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import click
 
 from memstrata.approval import PendingWrite, PendingWrites
-from memstrata.backends import open_memory
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
-from memstrata.closing import Closing
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, open_cli_memory
 from memstrata.config import Config, memstrata_home
 from memstrata.errors import CuratedMemoryError, MemstrataError
 from memstrata.memory import FileMemory, Target, WriteResult
@@ -101,13 +99,7 @@ class _MemoryGroup(click.Group):
 
 
 def _memory() -> CuratedMemory:
-    # The memory store.dsn names, as for the MCP server and agents: editing the files
-    # while they read PostgreSQL rows would change nothing they see. Writes made here
-    # are the user's own: the history names the CLI as their author.
-    memory = open_memory(Config.load(), actor="cli")
-    if isinstance(memory, Closing):
-        click.get_current_context().call_on_close(memory.close)
-    return memory
+    return open_cli_memory(Config.load())
 
 
 def _rows(memory: CuratedMemory) -> PostgresMemory:
