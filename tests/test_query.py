@@ -9,11 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memstrata import fulltext, migrations
 from memstrata import fulltext_substring as substring
-from memstrata import migrations
 from memstrata.query import (
     INDEXES,
     MAX_QUERY_CHARS,
+    STOPWORDS,
     clean_text,
     compile_query,
     plain_or_query,
@@ -165,11 +166,58 @@ def test_cjk_two_chars_is_a_token_and_one_char_a_prefix(conn: sqlite3.Connection
     assert matches(conn, "配")["cjk"] == {3, 4}
 
 
-def test_cjk_three_chars_is_a_bigram_phrase(conn: sqlite3.Connection) -> None:
-    """A 3-character CJK word matches as the phrase of its bigrams."""
-    assert compile_query("服务端").match["cjk"] == '"服务 务端"'
+def test_cjk_three_chars_ors_its_bigrams_and_its_phrase(conn: sqlite3.Connection) -> None:
+    """A 3-character CJK word is its bigrams ORed, plus its phrase so the word ranks first;
+    quoted, it must match as the phrase."""
+    assert compile_query("服务端").match["cjk"] == '("服务" OR "务端" OR "服务 务端")'
     assert matches(conn, "服务端")["cjk"] == {3, 4}
-    assert matches(conn, "端服务")["cjk"] == set()
+    assert matches(conn, '"端服务"')["cjk"] == set()
+    assert compile_query('"服务端"').match["cjk"] == '"服务 务端"'
+
+
+def test_cjk_punctuation_separates_terms(conn: sqlite3.Connection) -> None:
+    """A CJK sentence with a comma is searched by the bigrams of both clauses, not as one
+    verbatim phrase: a two-clause question finds a message sharing words with either."""
+    expr = compile_query("我想去公园，看看花。").match["cjk"]
+    assert expr is not None and "，" not in expr and '"公园"' in expr and '"看花"' in expr
+    assert matches(conn, "修改什么，服务端的配置在哪里？")["cjk"] == {3, 4}
+    assert not compile_query("上次我们讨论数据库迁移，结论是什么？").explicit
+
+
+@pytest.mark.parametrize(
+    ("query", "word"),
+    [
+        ("why?then", '("why" OR "then")'),
+        ("deploy,docker;staging!", '("deploy" OR "docker" OR "staging")'),
+        ("«docker» — staging…", '("docker" OR "staging")'),
+        ("config.ts don't", '("config.ts" OR "don\'t")'),
+    ],
+)
+def test_punctuation_of_any_script_separates_words(query: str, word: str) -> None:
+    """Sentence punctuation splits terms; code punctuation and apostrophes stay inside."""
+    assert compile_query(query).match["word"] == word
+
+
+def test_long_quoted_text_is_searched_by_its_words(conn: sqlite3.Connection) -> None:
+    """Quotes around a sentence (a pasted message, a dialogue turn) are not a phrase."""
+    compiled = compile_query('Bart: "嘿，你知道吗？服务端的配置在哪里？"')
+    assert not compiled.explicit
+    assert matches(conn, 'Bart: "嘿，你知道吗？服务端的配置在哪里？"')["cjk"] == {3, 4}
+    pasted = compile_query('"the cache is cold again and nobody knows why it happened"')
+    assert not pasted.explicit
+    assert compile_query('"support group"').explicit
+
+
+def test_explicit_query_carries_its_words_as_fallback() -> None:
+    """A phrase, AND or prefix query carries the OR of its positive words; NOT stays NOT."""
+    compiled = compile_query('"group support" AND docker')
+    assert compiled.explicit and compiled.fallback is not None
+    assert compiled.fallback.match["word"] == '("group" OR "support" OR "docker")'
+    negated = compile_query('"group support" NOT caroline')
+    assert negated.fallback is not None
+    assert negated.fallback.match["word"] == '(("group" OR "support") NOT "caroline")'
+    assert compile_query("docker NOT caroline").fallback is None
+    assert compile_query("docker staging").fallback is None
 
 
 def test_long_cjk_run_ors_its_bigrams(conn: sqlite3.Connection) -> None:
@@ -235,3 +283,49 @@ def test_any_string_compiles_and_runs_without_error(conn: sqlite3.Connection, qu
         if expr is not None and (index != "trigram" or substring.positions_kept(conn)):
             table = TABLES[index]
             conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expr,)).fetchall()
+
+
+_LATIN_WORDS = st.from_regex(r"[a-z]{2,9}", fullmatch=True)
+_CJK_WORDS = st.text(
+    alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), min_size=2, max_size=6
+)
+_SEPARATORS = st.sampled_from(
+    [" ", "，", "。", "？", "！", "、", "；", "：", "「", "」", "《", "》", "…", ",", ";", "!",
+     "?", "(", ")", '"', "“", "”", "—", "\n", " - "]
+)  # fmt: skip
+
+
+@st.composite
+def _natural_text(draw: st.DrawFn) -> tuple[str, str]:
+    """Natural text of Latin and CJK words between punctuation, and one of its words."""
+    words = draw(st.lists(st.one_of(_LATIN_WORDS, _CJK_WORDS), min_size=1, max_size=12))
+    text = ""
+    for word in words:
+        text += draw(_SEPARATORS) + word
+    text += draw(_SEPARATORS)
+    kept = [w for w in words if w not in STOPWORDS]
+    return text, draw(st.sampled_from(kept or words))
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=_natural_text())
+def test_natural_text_finds_a_message_holding_one_of_its_words(
+    conn: sqlite3.Connection, case: tuple[str, str]
+) -> None:
+    """Whatever the punctuation and scripts, a message holding one word of a natural query
+    is found by it (quoted spans included: an explicit query that finds too little falls
+    back to its words)."""
+    text, word = case
+    conn.execute("BEGIN")
+    try:
+        rowid = conn.execute(
+            "INSERT INTO messages(session_id, role, content, timestamp) "
+            "VALUES ('s', 'user', ?, 100)",
+            (f"note {word} end",),
+        ).lastrowid
+        hits = fulltext.search_messages(conn, text, limit=50)
+        assert rowid in {h["id"] for h in hits}, (text, word, compile_query(text).match)
+    finally:
+        conn.execute("ROLLBACK")

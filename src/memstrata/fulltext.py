@@ -29,7 +29,7 @@ from memstrata import fulltext_boosts as boosts
 from memstrata import fulltext_substring as substring
 from memstrata.cjk import has_cjk
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.fulltext_dates import DateWindow, find_dates, spans_of, strip_dates
+from memstrata.fulltext_dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.fulltext_filters import Filters, make_filters
 from memstrata.fulltext_hits import highlight, hit_dicts, session_titles, term_needle, text_of
 from memstrata.query import CompiledQuery, Index, Node, Term, compile_query
@@ -591,7 +591,7 @@ def search_messages(
     k = max(MESSAGE_CANDIDATES, offset + limit)
     with _connection(store) as conn:
         if order == "rank":
-            ranked = rank_query(conn, query, filters, k=k, dates=dates)
+            ranked = rank_query(conn, query, filters, k=k, dates=dates, want=offset + limit)
             compiled, cands = ranked.compiled, ranked.candidates
         else:
             compiled = compile_query(query)
@@ -662,6 +662,8 @@ def search_sessions(
             speakers=speakers,
             embedder=embedder,
             subqueries=subqueries,
+            want=limit,
+            by_session=True,
         )
         compiled, cands = found.compiled, found.candidates
         roots = (
@@ -820,7 +822,9 @@ def dated_query(
     if not windows:
         return compiled, [], False
     stripped = compile_query(strip_dates(query, windows))
-    if stripped.is_empty:
+    if stripped.is_empty or (stripped.stopwords_only and is_question(query)):
+        # "What did we do in July 2023?" asks about the date alone; "in July 2023" still
+        # searches its words.
         return compiled, windows, True
     return stripped, windows, False
 
@@ -835,6 +839,8 @@ def rank_query(
     speakers: bool = False,
     embedder: Embedder | None = None,
     subqueries: Sequence[str] = (),
+    want: int = 0,
+    by_session: bool = False,
 ) -> RankedQuery:
     """Candidates of a natural-language ``query`` with every evidence option applied.
 
@@ -842,7 +848,9 @@ def rank_query(
     keyword query and boost the messages written then (a query with operators or quotes
     is taken as written). ``speakers``, ``embedder`` and ``subqueries``: see
     :mod:`memstrata.fulltext_boosts`. With none of them this is
-    :func:`collect_candidates` of the compiled query.
+    :func:`collect_candidates` of the compiled query. An explicit query that finds fewer
+    than ``want`` messages (sessions, with ``by_session``) adds its fallback's candidates
+    below its own.
     """
     if isinstance(subqueries, str):
         raise SessionStoreError(
@@ -855,6 +863,10 @@ def rank_query(
         if not compiled.is_empty
         else {}
     )
+    fallback = compiled.fallback
+    if fallback is not None and want and boosts.too_few(found.values(), want, sessions=by_session):
+        # An explicit query that finds too little falls back to its words, below its hits.
+        boosts.merge_fallback(found, collect_candidates(conn, fallback, filters, k=k))
     if date_only:
         # "What did we do on 7 July 2023?" names nothing but a day: what was written
         # that day is the answer, whether or not a message quotes the date.

@@ -135,6 +135,27 @@ def merge_subqueries(
             found[mid] = cand
 
 
+def merge_fallback(found: dict[int, Candidate], extra: Sequence[Candidate]) -> None:
+    """Append the fallback's candidates (an explicit query's words) below every candidate
+    of the explicit query itself: what the user asked for exactly stays first."""
+    extra = [c for c in extra if c.id not in found and c.score > 0]
+    if not extra:
+        return
+    floor = min((c.score for c in found.values()), default=1.0)
+    top = max(c.score for c in extra)
+    # Scaled into (0, floor / 2]: below the weakest exact hit, in their own order.
+    scale = (floor / 2) / top if floor > 0 else 1.0 / top
+    for cand in extra:
+        cand.score *= scale
+        found[cand.id] = cand
+
+
+def too_few(found: Iterable[Candidate], want: int, *, sessions: bool) -> bool:
+    """True when ``found`` has fewer than ``want`` messages (or sessions)."""
+    keys = {c.session_id for c in found} if sessions else {c.id for c in found}
+    return len(keys) < want
+
+
 def fuse_vectors(
     conn: sqlite3.Connection,
     found: dict[int, Candidate],

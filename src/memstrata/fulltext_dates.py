@@ -186,3 +186,17 @@ def strip_dates(text: str, windows: list[DateWindow]) -> str:
         if not window.literal:
             text = text.replace(window.text, " ")
     return text
+
+
+_QUESTION_WORDS = frozenset(
+    ["what", "when", "where", "which", "who", "whom", "whose", "why", "how"]
+)
+
+
+def is_question(text: str) -> bool:
+    """True when ``text`` asks something: a question mark of any script, or a leading
+    question word (``what did we do in July``)."""
+    if "?" in text or "？" in text:
+        return True
+    first = text.strip().split(maxsplit=1)
+    return bool(first) and first[0].lower().strip(".,:;!") in _QUESTION_WORDS

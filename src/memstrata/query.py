@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from memstrata.cjk import CJK_RUN, has_cjk, run_terms
@@ -61,6 +61,9 @@ _OPERATORS = frozenset({"AND", "OR", "NOT"})
 # recall again, so in natural-language mode its bigrams are ORed and BM25 ranks the
 # messages sharing the most of them first.
 _CJK_PHRASE_MAX = 4
+# A quoted span longer than this (in words; a CJK character counts half) is quoted text,
+# searched by its words, not a phrase that must occur verbatim.
+_PHRASE_MAX_WORDS = 6
 # The trigram index cannot match fewer than three characters.
 _TRIGRAM_MIN = 3
 # Characters that make a Latin term look like code (an identifier, path, version or
@@ -87,6 +90,10 @@ class Term:
     cjk: str | None
     # The literal strings a snippet should highlight for this term.
     highlights: tuple[str, ...] = ()
+    # What the user wrote: a quoted phrase, or a ``prefix*`` (the fallback of an explicit
+    # query turns a phrase back into its words and keeps a prefix as written).
+    phrase: bool = False
+    prefix: bool = False
 
     def render(self, index: Index) -> str | None:
         """Return this term's MATCH expression for ``index``."""
@@ -154,6 +161,10 @@ class CompiledQuery:
     # For a pure OR of terms (every natural-language query): each index's alternatives
     # with their terms, so the search can leave very common terms out of the BM25 scan.
     leaves: dict[Index, tuple[tuple[str, Term], ...]] | None = None
+    # An explicit query's positive words as a natural query (see compile_query).
+    fallback: CompiledQuery | None = None
+    # Every term is a stopword (kept, as nothing else is left): ``what did we do``.
+    stopwords_only: bool = False
 
     @property
     def is_empty(self) -> bool:
@@ -272,7 +283,8 @@ def make_term(raw: str, *, phrase: bool = False, prefix: bool = False) -> Node |
             and (_looks_like_code(text) or text[-1] in "+#")
         ):
             trigram = quoted
-        return Node("term", term=Term(lower, word, trigram, cjk, (lower,)))
+        term = Term(lower, word, trigram, cjk, (lower,), phrase=phrase, prefix=prefix)
+        return Node("term", term=term)
 
     # CJK: the bigram index does the work; the trigram index adds exact substring
     # matching for quoted phrases that mix scripts or spaces.
@@ -285,21 +297,58 @@ def make_term(raw: str, *, phrase: bool = False, prefix: bool = False) -> Node |
             # multi-word CJK phrase is matched there as AND of its words, exactly by trigram.
             rendered = [_render_tokens(t, p) for t, p in cjk_parts if t]
             cjk = "(" + " AND ".join(rendered) + ")" if len(rendered) > 1 else rendered[0]
-            return Node("term", term=Term(lower, None, trigram, cjk, tuple(chunks)))
+            term = Term(lower, None, trigram, cjk, tuple(chunks), phrase=True)
+            return Node("term", term=term)
         nodes = [make_term(c, prefix=prefix and i == len(chunks) - 1) for i, c in enumerate(chunks)]
         kept = tuple(n for n in nodes if n is not None)
         return Node("or", kept) if kept else None
-
-    runs = CJK_RUN.findall(lower)
-    if not phrase and len(runs) == 1 and runs[0] == lower and len(lower) > _CJK_PHRASE_MAX:
-        grams = run_terms(lower)[:-1]
-        unique = list(dict.fromkeys(grams))
-        kids = tuple(Node("term", term=Term(g, None, None, _quote(g), (g,))) for g in unique)
-        return Node("or", kids)
+    if not phrase and not prefix:
+        return _natural_cjk(lower)
     tokens, tail_prefix = cjk_phrase(lower)
     cjk = _render_tokens(tokens, tail_prefix or prefix)
     highlights = (lower.rstrip("*"),)
-    return Node("term", term=Term(lower, None, trigram, cjk, highlights))
+    term = Term(lower, None, trigram, cjk, highlights, phrase=phrase, prefix=prefix)
+    return Node("term", term=term)
+
+
+def _natural_cjk(chunk: str) -> Node | None:
+    """A chunk holding CJK, as natural text: the OR of its pieces, none of them required.
+
+    Each CJK run is its overlapping bigrams (a row holding more of them ranks higher; a
+    3-4 character run, a word or compound, adds its phrase, so the exact word ranks
+    highest); the Latin or digit words glued to it are words of their own. A lone CJK
+    character beside other pieces is left out (mostly a particle, and its prefix query
+    matches a large share of the index); alone it is the prefix query ``c*``.
+    """
+    kids: list[Node] = []
+    pos = 0
+    singles: list[str] = []
+    for match in CJK_RUN.finditer(chunk):
+        kids += _latin_nodes(chunk[pos : match.start()])
+        run = match.group()
+        pos = match.end()
+        if len(run) == 1:
+            singles.append(run)
+            continue
+        grams = list(dict.fromkeys(run_terms(run)[:-1]))
+        kids += [Node("term", term=Term(g, None, None, _quote(g), (g,))) for g in grams]
+        if 2 < len(run) <= _CJK_PHRASE_MAX:
+            rendered = _render_tokens(run_terms(run)[:-1], False)
+            kids.append(Node("term", term=Term(run, None, None, rendered, (run,))))
+    kids += _latin_nodes(chunk[pos:])
+    if not kids:
+        kids = [
+            Node("term", term=Term(c, None, None, _render_tokens([c], True), (c,)))
+            for c in dict.fromkeys(singles)
+        ]
+    if not kids:
+        return None
+    return kids[0] if len(kids) == 1 else Node("or", tuple(kids))
+
+
+def _latin_nodes(text: str) -> list[Node]:
+    nodes = (make_term(w) for w in re.findall(r"\w+", text))
+    return [n for n in nodes if n is not None]
 
 
 # A lexeme is an operator, a quoted phrase or a plain chunk; the lexer never fails.
@@ -325,8 +374,14 @@ def _lex(query: str) -> list[_Lexeme]:
                 continue
             body = query[i + 1 : close]
             star = close + 1 < n and query[close + 1] == "*"
-            out.append(_Lexeme("phrase", " ".join(body.split()), prefix=star))
             i = close + (2 if star else 1)
+            phrase = _short_phrase(body)
+            if phrase is not None:
+                out.append(_Lexeme("phrase", phrase, prefix=star))
+            else:
+                # Quotes around a sentence or a pasted message are the text's own
+                # punctuation, not a request for that exact text: its words are searched.
+                out += _word_lexemes(body.replace("*", " "))
             continue
         j = i
         while j < n and not query[j].isspace() and query[j] != '"':
@@ -336,13 +391,69 @@ def _lex(query: str) -> list[_Lexeme]:
         if chunk in _OPERATORS:
             out.append(_Lexeme("op", chunk))
             continue
+        out += _word_lexemes(chunk)
+    return out
+
+
+def _word_lexemes(text: str) -> list[_Lexeme]:
+    """The word lexemes of unquoted text: punctuation of any script separates them."""
+    out: list[_Lexeme] = []
+    for chunk in text.split():
         prefix = chunk.endswith("*") and _has_token(chunk.rstrip("*"))
         # Any other FTS5 syntax character is plain punctuation inside a term.
-        body = re.sub(r"[*^{}()\[\]]", " ", chunk)
+        body = _split_punctuation(re.sub(r"[*^{}()\[\]]", " ", chunk))
         pieces = body.split()
         for k, piece in enumerate(pieces):
             out.append(_Lexeme("word", piece, prefix=prefix and k == len(pieces) - 1))
     return out
+
+
+def _is_separator(text: str, i: int) -> bool:
+    """True when ``text[i]`` is punctuation that ends a term.
+
+    Punctuation and symbols of every script separate terms (``迁移，结论``, ``why?then``),
+    except what makes a Latin term code-like (``config.ts``, ``user_id``, ``C++``, ``a/b``)
+    and an apostrophe inside a word (``don't``); beside a CJK character even those
+    separate, since CJK text does not build identifiers from them.
+    """
+    ch = text[i]
+    if ch.isalnum() or ch.isspace():
+        return False
+    if not unicodedata.category(ch).startswith(("P", "S")):
+        return False  # combining marks and the like belong to their letter
+    prev = text[i - 1] if i > 0 else ""
+    nxt = text[i + 1] if i + 1 < len(text) else ""
+    if ch in _CODE_PUNCT:
+        return has_cjk(prev) or has_cjk(nxt)
+    if ch in "'’":
+        return not (prev.isalpha() and nxt.isalpha()) or has_cjk(prev + nxt)
+    return True
+
+
+def _split_punctuation(text: str) -> str:
+    return "".join(" " if _is_separator(text, i) else ch for i, ch in enumerate(text))
+
+
+def _short_phrase(body: str) -> str | None:
+    """The phrase a quoted ``body`` asks for, or None when it is text to search by words.
+
+    A phrase is short (at most _PHRASE_MAX_WORDS words, a CJK character counting half)
+    and holds no separating punctuation inside (punctuation at its edges is dropped):
+    ``"support group"`` is a phrase; ``"Hey, you know what? ..."`` is a quoted sentence.
+    """
+    core = " ".join(body.split())
+    while core and _is_separator(core, 0):
+        core = core[1:].lstrip()
+    while core and _is_separator(core, len(core) - 1):
+        core = core[:-1].rstrip()
+    if any(_is_separator(core, i) for i in range(len(core))):
+        return None
+    words = core.split()
+    cjk_chars = sum(len(r) for r in CJK_RUN.findall(body))
+    latin_words = len([w for w in words if not has_cjk(w)])
+    if latin_words + cjk_chars / 2 > _PHRASE_MAX_WORDS:
+        return None
+    return core
 
 
 def _build(lexemes: list[_Lexeme]) -> Node | None:
@@ -397,19 +508,38 @@ def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) 
 
     ``stopwords`` overrides the built-in STOPWORDS (pass ``()`` to keep every word).
     When every term is a stopword, the terms are kept: ``the who`` still searches.
+    An explicit query (operators, a quoted phrase, ``prefix*``) also carries its
+    ``fallback``: its positive terms as natural words, for a search that finds too little.
     """
     text = clean_text(query or "")
     lexemes = _lex(text)
     explicit = any(lex.kind == "op" or lex.kind == "phrase" or lex.prefix for lex in lexemes)
     stop = STOPWORDS if stopwords is None else frozenset(w.lower() for w in stopwords)
-    filtered = [
-        lex
-        for lex in lexemes
-        if not (lex.kind == "word" and not lex.prefix and _strip_edges(lex.text).lower() in stop)
-    ]
-    if not any(lex.kind != "op" for lex in filtered):
+    filtered = [lex for lex in lexemes if not _is_stop(lex, stop)]
+    stopwords_only = not any(lex.kind != "op" for lex in filtered)
+    if stopwords_only:
         filtered = lexemes
     tree = _build(_dedupe(filtered))
+    compiled = _compiled(text.strip(), explicit, tree)
+    if stopwords_only and tree is not None:
+        compiled = replace(compiled, stopwords_only=True)
+    if explicit and tree is not None:
+        fallback = _fallback_tree(tree, stop)
+        if fallback is not None and fallback != tree:
+            compiled = replace(compiled, fallback=_compiled(compiled.text, False, fallback))
+    return compiled
+
+
+def _is_stop(lex: _Lexeme, stop: frozenset[str]) -> bool:
+    """A plain word that carries no evidence: a stopword, or a lone CJK character (mostly
+    a particle: ``的``, ``吗``; and its prefix query matches a large share of the index)."""
+    if lex.kind != "word" or lex.prefix:
+        return False
+    word = _strip_edges(lex.text).lower()
+    return word in stop or (len(word) == 1 and has_cjk(word))
+
+
+def _compiled(text: str, explicit: bool, tree: Node | None) -> CompiledQuery:
     match: dict[Index, str | None] = {
         index: tree.render(index) if tree is not None else None for index in INDEXES
     }
@@ -419,9 +549,26 @@ def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) 
         for index in INDEXES:
             rendered = ((t.render(index), t) for t in tree.terms())
             leaves[index] = tuple({r: t for r, t in rendered if r is not None}.items())
-    return CompiledQuery(
-        text=text.strip(), explicit=explicit, tree=tree, match=match, leaves=leaves
-    )
+    return CompiledQuery(text=text, explicit=explicit, tree=tree, match=match, leaves=leaves)
+
+
+def _fallback_tree(tree: Node, stop: frozenset[str]) -> Node | None:
+    """The words of an explicit query: its positive terms ORed (a phrase as its words, a
+    prefix kept), minus what it excludes with NOT."""
+    nodes: list[Node] = []
+    for term in tree.positive_terms():
+        if term.phrase:
+            words = [lex for lex in _word_lexemes(term.text) if not _is_stop(lex, stop)]
+            nodes += [n for n in (make_term(lex.text) for lex in words) if n is not None]
+        else:
+            nodes.append(Node("term", term=term))
+    if not nodes:
+        return None
+    either = nodes[0] if len(nodes) == 1 else Node("or", tuple(nodes))
+    negated = [t for t in tree.terms() if t not in tree.positive_terms()]
+    if not negated:
+        return either
+    return Node("not", (either, *(Node("term", term=t) for t in negated)))
 
 
 def _only_or(node: Node) -> bool:

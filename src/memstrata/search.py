@@ -426,6 +426,8 @@ def _find(
             dates=evidence.dates,
             embedder=evidence.embedder,
             subqueries=evidence.subqueries,
+            want=limit,
+            by_session=True,
         )
         compiled, cands = ranked_query.compiled, ranked_query.candidates
         roots = lineage_roots(conn, {c.session_id for c in cands})

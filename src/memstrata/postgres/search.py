@@ -606,7 +606,9 @@ def search_messages(
     k = max(MESSAGE_CANDIDATES, offset + limit)
     with store.connection(snapshot=True) as conn:
         if order == "rank":
-            compiled, cands = rank_query(conn, store.namespace, query, filters, k=k, dates=dates)
+            compiled, cands = rank_query(
+                conn, store.namespace, query, filters, k=k, dates=dates, want=offset + limit
+            )
         else:
             compiled = compile_query(query)
             if compiled.is_empty:
@@ -616,13 +618,22 @@ def search_messages(
 
 
 def rank_query(
-    conn: Conn, ns: str, query: str | None, filters: Filters, *, k: int, dates: bool = True
+    conn: Conn,
+    ns: str,
+    query: str | None,
+    filters: Filters,
+    *,
+    k: int,
+    dates: bool = True,
+    want: int = 0,
+    by_session: bool = False,
 ) -> tuple[CompiledQuery, list[Candidate]]:
     """Ranked candidates with the dates a query names as evidence, as on SQLite.
 
     The dates leave the keywords and boost the messages written then
     (``memstrata.fulltext_boosts.DATE_BOOST``); a query made only of a date also fetches
-    the newest messages written inside it.
+    the newest messages written inside it. An explicit query that finds fewer than
+    ``want`` messages (sessions, with ``by_session``) adds its fallback below its hits.
     """
     compiled, windows, date_only = dated_query(query, dates=dates)
     cands = (
@@ -630,6 +641,12 @@ def rank_query(
         if not compiled.is_empty
         else []
     )
+    fallback = compiled.fallback
+    if fallback is not None and want and boosts.too_few(cands, want, sessions=by_session):
+        found = {c.id: c for c in cands}
+        fallen = collect_candidates(conn, ns, fallback, filters, k=k, order="rank")
+        boosts.merge_fallback(found, fallen)
+        cands = list(found.values())
     if date_only:
         seen = {c.id for c in cands}
         cands += [c for c in _window_candidates(conn, ns, windows, filters, k) if c.id not in seen]
@@ -707,7 +724,9 @@ def search_sessions(
     )
     ns = store.namespace
     with store.connection(snapshot=True) as conn:
-        compiled, cands = rank_query(conn, ns, query, filters, k=CANDIDATES, dates=dates)
+        compiled, cands = rank_query(
+            conn, ns, query, filters, k=CANDIDATES, dates=dates, want=limit, by_session=True
+        )
         if not cands:
             return []
         sids = {c.session_id for c in cands}
