@@ -45,10 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memstrata import facts_recall, facts_vectors
-from memstrata.embedders import Embedder
-from memstrata.facts import FactStore
-from memstrata.facts_schema import Fact
+from memstrata.providers.facts import recall as facts_recall
+from memstrata.providers.facts import vectors as facts_vectors
+from memstrata.providers.facts.schema import Fact
+from memstrata.providers.facts.store import FactStore
+from memstrata.search.embedders import Embedder
 
 KS = (1, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     embedder: Embedder | None = None
     if args.hybrid:
-        from memstrata.embedders import offline_embedder
+        from memstrata.search.embedders import offline_embedder
 
         embedder = _cached(offline_embedder())
         systems["search + hybrid all-MiniLM-L6-v2"] = System(searcher(), False, hybrid=True)

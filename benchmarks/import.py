@@ -14,7 +14,7 @@ two source formats:
   ``current_node``; tool calls as assistant nodes addressed to the tool, results as
   ``tool`` nodes).
 
-Each run imports one file into a fresh SQLite home with ``memstrata.importing.import_source``
+Each run imports one file into a fresh SQLite home with ``memstrata.ops.importing.import_source``
 (parse, detect nothing: the format is given, write through the public ``SessionStore``
 API, full-text indexes maintained by triggers) and is timed end to end. The baseline,
 measured in the same run on the same messages, is the store alone: ``create_session``
@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # the benchmarks' deterministic corpus, importable by path
 from memstrata.config import Config
-from memstrata.importing import import_source
-from memstrata.store import SessionStore
+from memstrata.ops.importing import import_source
+from memstrata.store.sqlite.store import SessionStore
 
 
 def log(msg: str) -> None:

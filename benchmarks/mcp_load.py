@@ -50,8 +50,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # the benchmark's own generator, importable by path
-from memstrata.memory import FileMemory
-from memstrata.store import SessionStore
+from memstrata.memory.files import FileMemory
+from memstrata.store.sqlite.store import SessionStore
 
 HERE = Path(__file__).resolve().parent
 # No write may be refused for space: the run measures losses, not the budget.
@@ -93,7 +93,7 @@ def open_backend(home: Path, dsn: str | None, namespace: str) -> Any:
     if dsn is None:
         return SessionStore(home / "state.db", verify_indexes=False)
     from memstrata.config import Config
-    from memstrata.postgres import PostgresSessionStore
+    from memstrata.store.postgres import PostgresSessionStore
 
     return PostgresSessionStore(dsn, namespace=namespace, config=Config.load(home))
 
@@ -277,7 +277,7 @@ def stored_memory(home: Path, dsn: str | None, namespace: str) -> str:
     if dsn is None:
         return "\n".join(FileMemory(home).entries("memory"))
     from memstrata.config import Config
-    from memstrata.postgres import PostgresMemory
+    from memstrata.store.postgres import PostgresMemory
 
     memory = PostgresMemory(dsn, namespace=namespace, config=Config.load(home))
     try:

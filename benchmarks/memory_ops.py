@@ -153,7 +153,7 @@ def cost_breakdown(samples: int = 300) -> dict[str, float]:
 
 def bench_memstrata(ops: int, durability: str) -> dict[str, list[float]]:
     from memstrata.config import Config
-    from memstrata.memory import FileMemory
+    from memstrata.memory.files import FileMemory
 
     with tempfile.TemporaryDirectory(prefix="memstrata-bench-") as tmp:
         home = Path(tmp)
@@ -167,7 +167,7 @@ def bench_memstrata(ops: int, durability: str) -> dict[str, list[float]]:
             lambda o: memory.remove("memory", o),
         )
         assert memory.entries("memory") == base_entries(), "store drifted during the run"
-    from memstrata.scanner import scan_for_threats
+    from memstrata.scanner.scan import scan_for_threats
 
     timings[SCAN] = time_scans(ops, lambda text: scan_for_threats(text, "strict"))
     return timings

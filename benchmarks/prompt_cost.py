@@ -36,15 +36,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstrata.agent import Agent
+from memstrata.agent.loop import Agent
 from memstrata.config import Config
 from memstrata.llm import OpenAIClient, ToolCall
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.providers import MemoryProvider
+from memstrata.memory.files import FileMemory
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
 from memstrata.testing import FakeLLMServer, Reply
 from memstrata.testing.wire import approx_tokens, common_prefix_length, prompt_text
-from memstrata.tools import Toolbox
+from memstrata.tools.toolbox import Toolbox
 
 READ_MULTIPLIER = 0.1
 WRITE_MULTIPLIER = 1.25

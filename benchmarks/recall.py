@@ -9,7 +9,7 @@ Each conversation is loaded into a fresh store (one SessionStore in a temp folde
 conversation), one store session per LoCoMo session, one message per turn with content
 "<speaker>: <text>" (a shared photo adds "[shares a photo of <caption>]"). Every question
 except category 5 (adversarial: no answer in the conversation) is asked verbatim, and the
-sessions are ranked by ``memstrata.fulltext.search_sessions``. Gold sessions are the
+sessions are ranked by ``memstrata.store.sqlite.fulltext.search_sessions``. Gold sessions are the
 sessions named by the question's evidence dia_ids.
 
 Printed per system, overall and per category: R@1/3/5/10 (share of questions with at
@@ -53,9 +53,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memstrata import fulltext, fulltext_boosts, migrations, query
-from memstrata.fulltext_dates import find_dates, strip_dates
-from memstrata.store import SessionStore
+from memstrata.query import compile as query
+from memstrata.query.dates import find_dates, strip_dates
+from memstrata.store import boosts as fulltext_boosts
+from memstrata.store.sqlite import fulltext, migrations
+from memstrata.store.sqlite.store import SessionStore
 
 KS = (1, 3, 5, 10)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -181,7 +183,7 @@ def rank_memstrata(
     """The shipped search, with optional overrides of its levers for ablations.
 
     ``opts``: ``dates``, ``speakers``, ``embedder``, ``expander`` (question -> sub-queries)
-    and ``constants`` (module constants of memstrata.fulltext / fulltext_boosts to
+    and ``constants`` (module constants of memstrata.store.sqlite.fulltext / fulltext_boosts to
     override for the run) go through ``search_sessions``; ``stopwords``, ``fusion`` and
     ``indexes`` need the lower-level path (compile, collect, boost dates, aggregate).
     """
@@ -418,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     embedder = None
     if args.hybrid:
-        from memstrata.embedders import offline_embedder
+        from memstrata.search.embedders import offline_embedder
 
         embedder = offline_embedder()
         systems["option on: hybrid all-MiniLM-L6-v2 (rerank + vector-only candidates)"] = (
@@ -429,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     fake_server = None
     if args.expansion:
-        from memstrata.expansion import expand_query
         from memstrata.llm import OpenAIClient
+        from memstrata.search.expansion import expand_query
         from memstrata.testing import FakeLLMServer
 
         fake_server = FakeLLMServer()
@@ -486,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                     with open_store(folder, tokenizer) as store:
                         fill(store, conv)
                         if embedder is not None and variant is None:
-                            from memstrata.embedders import index_pending
+                            from memstrata.search.embedders import index_pending
 
                             start = time.perf_counter()
                             index_pending(store, embedder)

@@ -7,7 +7,7 @@ Usage:
 The PostgreSQL twin of ``benchmarks/recall.py``, reusing its loading and scoring: each
 conversation goes into its own tenant (namespace) of one PostgreSQL database, one store
 session per LoCoMo session and one message per turn, and every question (category 5
-left out) is asked verbatim through ``memstrata.postgres.search.search_sessions``. The SQLite
+left out) is asked verbatim through ``memstrata.store.postgres.search.search_sessions``. The SQLite
 store answers the same questions in the same run (``fulltext.search_sessions``), each
 backend with its date evidence, as shipped, and without it, so the figures sit beside a
 baseline measured on the same machine and code.
@@ -36,10 +36,10 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall  # the SQLite benchmark: loading, filling, scoring
-from memstrata import fulltext
-from memstrata.postgres import PostgresSessionStore
-from memstrata.postgres import search as pg_search
-from memstrata.store import SessionStore
+from memstrata.store.postgres import PostgresSessionStore
+from memstrata.store.postgres import search as pg_search
+from memstrata.store.sqlite import fulltext
+from memstrata.store.sqlite.store import SessionStore
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 
@@ -135,7 +135,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"memstrata commit {commit or 'unknown'} (with local changes); the machine is "
         "shared with other jobs, so latencies are medians and carry that noise.\n",
-        "Systems: `postgres` is `memstrata.postgres.search.search_sessions` as shipped (with "
+        "Systems: `postgres` is `memstrata.store.postgres.search.search_sessions` as shipped (with "
         "date evidence); `sqlite (shipped)` is `fulltext.search_sessions` as shipped; the "
         "`(no dates)` rows turn date evidence off (`dates=False`). Speaker and embedding "
         "evidence are SQLite-only for now and off by default on SQLite too.\n",

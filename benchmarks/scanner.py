@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memstrata.scanner import PATTERNS, SCOPES, scan_for_threats
+from memstrata.scanner.scan import PATTERNS, SCOPES, scan_for_threats
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # the benchmark's own generator, importable by path
-from memstrata.store import SessionStore
+from memstrata.store.sqlite.store import SessionStore
 
 
 def build(path: Path, messages: int) -> None:

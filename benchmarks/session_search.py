@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus  # the benchmark's own generator, importable by path
 from memstrata.config import DEFAULTS, Config
-from memstrata.fulltext import search_sessions
-from memstrata.search import session_search
-from memstrata.store import SessionStore
+from memstrata.search.recall import session_search
+from memstrata.store.sqlite.fulltext import search_sessions
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 HERE = Path(__file__).resolve().parent
@@ -251,7 +251,8 @@ def render(r: dict[str, Any]) -> str:
         "own, `time.process_time`) is what the work costs, and is close to the wall time "
         "on an idle machine.",
         "",
-        "The last CPU column is `memstrata.fulltext.search_sessions(..., by_lineage=True)` "
+        "The last CPU column is "
+        "`memstrata.store.sqlite.fulltext.search_sessions(..., by_lineage=True)` "
         "alone on the same query: the full-text ranking the tool builds on. The difference "
         "is what the tool adds (live-context filter, chains, loading and cutting excerpts).",
         "",

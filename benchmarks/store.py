@@ -134,8 +134,8 @@ def load_average() -> str:
 def _store_cls() -> Any:
     # fulltext is imported lazily by search_messages; import it now so the whole run uses
     # the code as it was when the run started.
-    import memstrata.fulltext  # noqa: F401
-    from memstrata.store import SessionStore
+    import memstrata.store.sqlite.fulltext  # noqa: F401
+    from memstrata.store.sqlite.store import SessionStore
 
     return SessionStore
 

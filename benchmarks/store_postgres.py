@@ -46,10 +46,10 @@ def log(msg: str) -> None:
 def open_store(backend: str, target: str, namespace: str) -> Any:
     """A store of ``backend`` on ``target`` (a file path or a DSN)."""
     if backend == "sqlite":
-        from memstrata.store import SessionStore
+        from memstrata.store.sqlite.store import SessionStore
 
         return SessionStore(Path(target), durability="normal")
-    from memstrata.postgres import PostgresSessionStore
+    from memstrata.store.postgres import PostgresSessionStore
 
     return PostgresSessionStore(target, namespace=namespace, durability="normal")
 

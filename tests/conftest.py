@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from memstrata.store import SessionStore
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer
 
 # The PostgreSQL half of the store tests runs against this server (marked ``postgres``;
@@ -77,7 +77,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         with SessionStore(tmp_path / "state.db") as sqlite_store:
             yield sqlite_store
         return
-    from memstrata.postgres import PostgresSessionStore
+    from memstrata.store.postgres import PostgresSessionStore
 
     with PostgresSessionStore(PG_DSN, namespace=fresh_namespace(), pool_size=2) as pg_store:
         try:

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from memstrata.agent import Agent, Pricing
+from memstrata.agent.loop import Agent, Pricing
 from memstrata.config import Config
 from memstrata.errors import LLMAuthError
-from memstrata.fencing import OPEN_TAG
 from memstrata.llm import OpenAIClient
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.prompt import MEMORY_GUIDANCE, SESSION_SEARCH_GUIDANCE
-from memstrata.providers import MemoryProvider
-from memstrata.store import SessionStore
+from memstrata.memory.files import FileMemory
+from memstrata.prompt.builder import MEMORY_GUIDANCE, SESSION_SEARCH_GUIDANCE
+from memstrata.prompt.fencing import OPEN_TAG
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 
@@ -385,7 +385,7 @@ def test_blank_turn_is_refused(server: FakeLLMServer, memstrata_home: Path) -> N
 
 def test_refit_keeps_the_fence_when_compression_merged_a_summary() -> None:
     """A summary merged in front of a kept user message keeps that message's fence."""
-    from memstrata.agent_turn import refit_api_content, user_api_content
+    from memstrata.agent.turn import refit_api_content, user_api_content
 
     fence = "<memory-context>\nrecall\n</memory-context>"
     message = {
@@ -402,7 +402,7 @@ def test_refit_keeps_the_fence_when_compression_merged_a_summary() -> None:
 
 def test_stored_rows_become_the_same_wire_messages() -> None:
     """A message read back from the store is sent exactly like the live one."""
-    from memstrata.agent_turn import api_message, message_from_row
+    from memstrata.agent.turn import api_message, message_from_row
 
     live = {"role": "tool", "content": "{}", "tool_call_id": "c1", "name": "memory"}
     row = {

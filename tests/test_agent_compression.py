@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from memstrata.agent import Agent
-from memstrata.compress import ContextCompressor
+from memstrata.agent.loop import Agent
+from memstrata.compress.compressor import ContextCompressor
 from memstrata.config import Config
-from memstrata.fencing import OPEN_TAG
 from memstrata.llm import OpenAIClient
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.providers import MemoryProvider
+from memstrata.memory.files import FileMemory
+from memstrata.prompt.fencing import OPEN_TAG
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
 from memstrata.testing import FakeLLMServer, Reply
 
 DETAIL = "the staging database hint is blue-otter-42"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.approval import Operation, PendingWrites
 from memstrata.errors import (
     InvalidMemoryArgument,
     MemoryFullError,
@@ -19,8 +18,9 @@ from memstrata.errors import (
     ThreatDetectedError,
     UnreadableFileError,
 )
-from memstrata.memory import FileMemory
-from memstrata.memory_tool import MemoryTool
+from memstrata.memory.approval import Operation, PendingWrites
+from memstrata.memory.files import FileMemory
+from memstrata.tools.memory import MemoryTool
 
 
 def _add(content: str) -> Operation:

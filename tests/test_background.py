@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memstrata.background import WORKER_THREAD_NAME, BackgroundQueue
+from memstrata.providers.background import WORKER_THREAD_NAME, BackgroundQueue
 
 
 def test_jobs_run_in_submission_order_on_one_daemon_thread() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from memstrata.approval import PendingWrites
 from memstrata.cli import cli
-from memstrata.memory import FileMemory
-from memstrata.memory_tool import MemoryTool
+from memstrata.memory.approval import PendingWrites
+from memstrata.memory.files import FileMemory
+from memstrata.tools.memory import MemoryTool
 
 
 def _run(*args: str, input: str | None = None) -> Result:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata.compress import (
+from memstrata.compress.compressor import (
     SUMMARY_END,
     SUMMARY_PREFIX,
     CompressionJob,
@@ -21,7 +21,7 @@ from memstrata.compress import (
     message_tokens,
     repair_tool_pairs,
 )
-from memstrata.compress_prompt import (
+from memstrata.compress.prompt import (
     SECTIONS,
     fallback_summary,
     is_pure_summary,

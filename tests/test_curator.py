@@ -16,11 +16,11 @@ from click.testing import CliRunner
 
 from memstrata.cli import cli
 from memstrata.config import Config
-from memstrata.curator import Curator
-from memstrata.curator_plan import find_duplicates, normalize
-from memstrata.facts import FactStore
 from memstrata.llm import OpenAIClient
-from memstrata.memory import FileMemory
+from memstrata.memory.curator import Curator
+from memstrata.memory.curator_plan import find_duplicates, normalize
+from memstrata.memory.files import FileMemory
+from memstrata.providers.facts.store import FactStore
 from memstrata.testing import FakeLLMServer, Reply
 
 LIMIT = 400  # MEMORY.md budget in these tests; the goal is 80 % of it: 320 characters
@@ -227,7 +227,7 @@ def test_plan_refused_when_a_planned_entry_changed_meanwhile(
 
 _CRASH_WORKER = """
 import sys, time
-from memstrata.curator import Curator
+from memstrata.memory.curator import Curator
 from memstrata.llm import OpenAIClient
 
 def stop_here(stage):
@@ -345,7 +345,7 @@ def test_agent_curates_between_sessions(
     server: FakeLLMServer, memstrata_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a session closes, Agent.curate_in_background runs the curator model off-turn."""
-    from memstrata.agent import Agent
+    from memstrata.agent.loop import Agent
 
     memory = _memory(memstrata_home)
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
@@ -374,7 +374,7 @@ def test_cli_curate_follows_store_dsn(
     in the rows' history, undone by `memstrata memory undo`; no file is written."""
     from conftest import PG_DSN, fresh_namespace
     from helpers import drop_namespace
-    from memstrata.postgres import PostgresMemory
+    from memstrata.store.postgres import PostgresMemory
 
     namespace = fresh_namespace()
     (memstrata_home / "config.toml").write_text(f"[memory]\nmemory_char_limit = {LIMIT}\n")

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.embed_openai import OpenAIEmbedder
-from memstrata.embedders import (
+from memstrata.errors import ConfigError, LLMNotConfiguredError, SessionStoreError
+from memstrata.llm import OpenAIClient
+from memstrata.search.embedders import (
     Embedder,
     decode_vector,
     encode_vector,
@@ -18,9 +19,8 @@ from memstrata.embedders import (
     pending_count,
     vector_scores,
 )
-from memstrata.errors import ConfigError, LLMNotConfiguredError, SessionStoreError
-from memstrata.llm import OpenAIClient
-from memstrata.store import SessionStore
+from memstrata.search.openai_embedder import OpenAIEmbedder
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer
 
 
@@ -193,7 +193,7 @@ def test_vectors_table_is_created_by_migration(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def minilm() -> object:
-    from memstrata.embed_minilm import MiniLMEmbedder, model_zip
+    from memstrata.search.minilm import MiniLMEmbedder, model_zip
 
     try:
         model_zip()
@@ -241,7 +241,7 @@ def test_sessions_embed_command_fills_the_vectors(
     from click.testing import CliRunner
 
     from memstrata.cli import cli
-    from memstrata.facts import FactStore
+    from memstrata.providers.facts.store import FactStore
 
     with SessionStore(memstrata_home / "state.db") as s:
         s.create_session("c1", source="cli")

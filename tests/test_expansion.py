@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from memstrata.errors import SessionStoreError
-from memstrata.expansion import cached_expansion, expand_query, parse_subqueries
-from memstrata.fulltext import search_sessions
 from memstrata.llm import OpenAIClient
-from memstrata.store import SessionStore
+from memstrata.search.expansion import cached_expansion, expand_query, parse_subqueries
+from memstrata.store.sqlite.fulltext import search_sessions
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 QUESTION = "What outdoor activities has John done with his colleagues?"
@@ -86,7 +86,7 @@ def test_model_failure_means_no_expansion(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     server.script(Reply.server_error(500))
-    with caplog.at_level(logging.WARNING, logger="memstrata.expansion"):
+    with caplog.at_level(logging.WARNING, logger="memstrata.search.expansion"):
         assert expand_query(store, client, QUESTION) == []
     assert "query expansion skipped" in caplog.text
     # A failure is not cached: the next call asks again.

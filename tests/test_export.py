@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from memstrata.cli import cli
 from memstrata.errors import SessionStoreError
-from memstrata.exporting import all_session_ids, export_memory, export_sessions
-from memstrata.importing import import_source
-from memstrata.memory import FileMemory
-from memstrata.store import SessionStore
+from memstrata.memory.files import FileMemory
+from memstrata.ops.export import all_session_ids, export_memory, export_sessions
+from memstrata.ops.importing import import_source
+from memstrata.store.sqlite.store import SessionStore
 
 T0 = 1_767_225_600.0
 

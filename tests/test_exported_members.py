@@ -28,11 +28,12 @@ def test_exports_are_lazy() -> None:
 
     code = (
         "import sys, memstrata\n"
-        "heavy = [m for m in ('memstrata.store', 'memstrata.llm', 'memstrata.scanner') "
+        "heavy = [m for m in ('memstrata.store.sqlite.store', 'memstrata.llm', "
+        "'memstrata.scanner.scan') "
         "if m in sys.modules]\n"
         "print(heavy)\n"
         "memstrata.SessionStore\n"
-        "print('memstrata.store' in sys.modules)\n"
+        "print('memstrata.store.sqlite.store' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -19,7 +19,7 @@ from memstrata.errors import (
     SchemaError,
     ThreatDetectedError,
 )
-from memstrata.facts import FACTS_FILENAME, FactStore
+from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 
 
 @pytest.fixture
@@ -263,7 +263,7 @@ _WORKER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from memstrata.facts import FactStore
+    from memstrata.providers.facts.store import FactStore
 
     path, tag = Path(sys.argv[1]), sys.argv[2]
     with FactStore(path, busy_timeout_ms=20000) as store:

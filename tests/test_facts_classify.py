@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.facts_classify import classify, explicit_capture, extract_slot
+from memstrata.providers.facts.classify import classify, explicit_capture, extract_slot
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from memstrata import plugins
 from memstrata.config import Config
-from memstrata.facts import FACTS_FILENAME, FactStore
-from memstrata.facts_provider import FactsProvider
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
+from memstrata.memory.files import FileMemory
+from memstrata.providers import plugins
+from memstrata.providers.facts.provider import FactsProvider
+from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
+from memstrata.providers.manager import MemoryManager
 
 
 def _manager(home: Path, session_id: str, **provider_kwargs: Any) -> MemoryManager:
@@ -56,7 +56,7 @@ def test_selected_by_config_provider_name(
 ) -> None:
     """memory.provider = "facts" in config.toml loads the bundled FactsProvider."""
     monkeypatch.setitem(
-        plugins.BUNDLED_PROVIDERS, "facts", "memstrata.facts_provider:FactsProvider"
+        plugins.BUNDLED_PROVIDERS, "facts", "memstrata.providers.facts.provider:FactsProvider"
     )
     (memstrata_home / "config.toml").write_text('[memory]\nprovider = "facts"\n', encoding="utf-8")
     manager = MemoryManager.from_config(Config.load(memstrata_home))

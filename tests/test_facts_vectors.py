@@ -11,14 +11,14 @@ from typing import ClassVar
 import pytest
 
 from memstrata.config import Config
-from memstrata.embed_openai import OpenAIEmbedder
 from memstrata.errors import ConfigError, StorageError
-from memstrata.facts import FactStore
-from memstrata.facts_provider import FactsProvider
-from memstrata.facts_vectors import RECALL_VECTOR_MIN, fuse_recall, fuse_search
 from memstrata.llm import OpenAIClient
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
+from memstrata.memory.files import FileMemory
+from memstrata.providers.facts.provider import FactsProvider
+from memstrata.providers.facts.store import FactStore
+from memstrata.providers.facts.vectors import RECALL_VECTOR_MIN, fuse_recall, fuse_search
+from memstrata.providers.manager import MemoryManager
+from memstrata.search.openai_embedder import OpenAIEmbedder
 from memstrata.testing import FakeLLMServer, Reply
 
 # Chit-chat a user sends that says nothing about any stored fact.
@@ -199,7 +199,7 @@ def test_a_failing_embedder_leaves_keyword_results(
     fact = store.add("User keeps a sourdough starter named Clint")
     store.index_vectors()
     embed_server.script(Reply.server_error(503), endpoint="embeddings")
-    with caplog.at_level(logging.WARNING, logger="memstrata.facts"):
+    with caplog.at_level(logging.WARNING, logger="memstrata.providers.facts.store"):
         found = store.search("sourdough")
     assert [f.id for f in found] == [fact.id]
     assert "embedder failed" in caplog.text
@@ -263,7 +263,7 @@ def test_provider_embeds_lazily_and_recalls_by_meaning(
 
 @pytest.fixture(scope="module")
 def minilm() -> object:
-    from memstrata.embed_minilm import MiniLMEmbedder, model_zip
+    from memstrata.search.minilm import MiniLMEmbedder, model_zip
 
     try:
         model_zip()

@@ -31,11 +31,11 @@ from memstrata.errors import (
     StorageError,
     UnreadableFileError,
 )
-from memstrata.memory_format import parse_entries, serialize
-from memstrata.memory_tool import MemoryTool
-from memstrata.salvage import salvage
-from memstrata.search_tool import SessionSearchTool
-from memstrata.tools import Toolbox
+from memstrata.memory.format import parse_entries, serialize
+from memstrata.store.sqlite.salvage import salvage
+from memstrata.tools.memory import MemoryTool
+from memstrata.tools.session_search import SessionSearchTool
+from memstrata.tools.toolbox import Toolbox
 
 SESSIONS = 4
 PER_SESSION = 30

@@ -152,7 +152,7 @@ def test_memory_folder_fsync_follows_durability(
 ) -> None:
     """A memory write fsyncs its folder only under store.durability = "full"."""
     from memstrata.config import Config
-    from memstrata.memory import FileMemory
+    from memstrata.memory.files import FileMemory
 
     monkeypatch.setenv("MEMSTRATA_STORE__DURABILITY", durability)
     memory = FileMemory(tmp_path, config=Config.load(tmp_path))

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from helpers import make_config
 from memstrata.cli import cli
 from memstrata.errors import SessionNotFoundError, SessionStoreError
-from memstrata.forget import forget, plan_forget
-from memstrata.search import session_search
-from memstrata.store import SessionStore
+from memstrata.ops.forget import forget, plan_forget
+from memstrata.search.recall import session_search
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
@@ -289,7 +289,7 @@ def backend_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[An
         with SessionStore(tmp_path / "other.db") as sqlite_store:
             yield sqlite_store
         return
-    from memstrata.postgres import PostgresSessionStore
+    from memstrata.store.postgres import PostgresSessionStore
 
     namespace = f"t-{uuid.uuid4().hex[:16]}"
     with PostgresSessionStore(PG_DSN, namespace=namespace, pool_size=2) as pg_store:

@@ -1,4 +1,4 @@
-"""Tests for memstrata.fulltext: message and session search over a real SessionStore."""
+"""Tests for memstrata.store.sqlite.fulltext: message and session search over a real store."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstrata.errors import SessionStoreError
-from memstrata.fulltext import highlight, search_messages, search_sessions
-from memstrata.store import SessionStore
+from memstrata.store.sqlite.fulltext import highlight, search_messages, search_sessions
+from memstrata.store.sqlite.store import SessionStore
 
 
 @pytest.fixture
@@ -285,7 +285,7 @@ def test_common_terms_are_bounded_but_still_rank(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Terms in more than COMMON_DF rows stay out of the BM25 scan yet still add to scores."""
-    import memstrata.fulltext as ft
+    import memstrata.store.sqlite.fulltext as ft
 
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
@@ -329,7 +329,7 @@ def test_trigram_serves_terms_the_word_index_misses(tmp_path: Path) -> None:
 
 def _reference_highlight(text: str, needles: list[str], width: int = 120) -> str:
     """Every occurrence of every needle marked over the whole text, then windowed."""
-    from memstrata.cjk import has_cjk
+    from memstrata.query.cjk import has_cjk
 
     def latin_alnum(ch: str) -> bool:
         return ch.isalnum() and not has_cjk(ch)
@@ -381,7 +381,7 @@ def test_boolean_query_with_many_matches_ranks_the_newest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past BOOLEAN_RANKED matches, AND/NOT rank their newest; a filter still reaches old rows."""
-    import memstrata.fulltext as ft
+    import memstrata.store.sqlite.fulltext as ft
 
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
@@ -411,7 +411,7 @@ def test_or_of_common_terms_puts_rows_holding_all_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When every term is common, a message holding all of them beats the newest matches."""
-    import memstrata.fulltext as ft
+    import memstrata.store.sqlite.fulltext as ft
 
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)

@@ -1,4 +1,4 @@
-"""Tests for memstrata.fulltext_bm25: ranking a boolean query's newest matches."""
+"""Tests for memstrata.store.sqlite.bm25: ranking a boolean query's newest matches."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memstrata.fulltext_bm25 as bm25
+import memstrata.store.sqlite.bm25 as bm25
 from helpers import NATO_WORDS
-from memstrata.fulltext import COLUMN_WEIGHTS, search_messages
-from memstrata.query import compile_query
-from memstrata.store import SessionStore
+from memstrata.query.compile import compile_query
+from memstrata.store.sqlite.fulltext import COLUMN_WEIGHTS, search_messages
+from memstrata.store.sqlite.store import SessionStore
 
 WORDS = NATO_WORDS
 
@@ -170,7 +170,7 @@ def test_search_ranks_a_large_boolean_query_without_bm25(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Through search_messages: the excluded side stays out, a short row of both terms wins."""
-    import memstrata.fulltext as ft
+    import memstrata.store.sqlite.fulltext as ft
 
     monkeypatch.setattr(bm25, "EXACT_ROWS", -1)
     monkeypatch.setattr(ft, "BOOLEAN_RANKED", 50)
@@ -254,7 +254,7 @@ def test_own_scoring_never_raises_and_keeps_to_the_matches(
 ) -> None:
     """Whatever the query, the own-scoring path (forced) answers without an error, with
     at most a page of distinct hits."""
-    import memstrata.fulltext as ft
+    import memstrata.store.sqlite.fulltext as ft
 
     saved = bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES
     bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES = -1, 40, 20

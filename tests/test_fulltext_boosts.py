@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.fulltext import Candidate, aggregate_sessions, search_sessions
-from memstrata.fulltext_boosts import merge_subqueries, speaker_of
-from memstrata.store import SessionStore
+from memstrata.store.boosts import merge_subqueries, speaker_of
+from memstrata.store.sqlite.fulltext import Candidate, aggregate_sessions, search_sessions
+from memstrata.store.sqlite.store import SessionStore
 
 
 @pytest.mark.parametrize(

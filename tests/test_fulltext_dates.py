@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from memstrata.errors import SessionStoreError
-from memstrata.fulltext import search_messages, search_sessions
-from memstrata.fulltext_dates import find_dates, strip_dates
-from memstrata.store import SessionStore
+from memstrata.query.dates import find_dates, strip_dates
+from memstrata.store.sqlite.fulltext import search_messages, search_sessions
+from memstrata.store.sqlite.store import SessionStore
 
 
 def ts(year: int, month: int, day: int, hour: int = 12) -> float:

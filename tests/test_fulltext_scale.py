@@ -1,4 +1,4 @@
-"""Tests for the large-store shortcuts of memstrata.fulltext.
+"""Tests for the large-store shortcuts of memstrata.store.sqlite.fulltext.
 
 Each shortcut (index presence instead of reading text, the single-word AND before a
 multi-word term, one BM25 statement when the index has few matches, parentless sessions
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import memstrata.fulltext as ft
-from memstrata.fulltext import lineage_roots, make_filters, search_messages
-from memstrata.query import compile_query
-from memstrata.store import SessionStore
+import memstrata.store.sqlite.fulltext as ft
+from memstrata.query.compile import compile_query
+from memstrata.store.sqlite.fulltext import lineage_roots, make_filters, search_messages
+from memstrata.store.sqlite.store import SessionStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Tests for memstrata.fulltext_substring: substring search on a position-less trigram index."""
+"""Tests for memstrata.store.sqlite.substring: substring search on a position-less trigram index."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata import fulltext_substring as substring
-from memstrata.fulltext import search_messages
-from memstrata.query import compile_query
-from memstrata.store import SessionStore
+from memstrata.query.compile import compile_query
+from memstrata.store.sqlite import substring
+from memstrata.store.sqlite.fulltext import search_messages
+from memstrata.store.sqlite.store import SessionStore
 
 MESSAGES = [
     "why does getUserById return null?",

@@ -32,10 +32,10 @@ from memstrata import (
     scan_for_threats,
 )
 from memstrata.errors import MemstrataError
-from memstrata.fencing import CLOSE_TAG, OPEN_TAG, SYSTEM_NOTE
-from memstrata.query import compile_query
-from memstrata.scanner import SCOPES, pattern_ids
-from memstrata.search import session_search
+from memstrata.prompt.fencing import CLOSE_TAG, OPEN_TAG, SYSTEM_NOTE
+from memstrata.query.compile import compile_query
+from memstrata.scanner.scan import SCOPES, pattern_ids
+from memstrata.search.recall import session_search
 
 DATA = Path(__file__).parent / "data"
 # Generous: the linear paths take well under a second; a quadratic one takes minutes.

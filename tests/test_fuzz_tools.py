@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from helpers import report_inputs
 from memstrata import FileMemory, SessionStore
-from memstrata.memory_tool import MemoryTool
-from memstrata.search_tool import SCHEMA as SEARCH_SCHEMA
-from memstrata.search_tool import SessionSearchTool
-from memstrata.tools import Toolbox, dispatch_tool
+from memstrata.tools.memory import MemoryTool
+from memstrata.tools.session_search import SCHEMA as SEARCH_SCHEMA
+from memstrata.tools.session_search import SessionSearchTool
+from memstrata.tools.toolbox import Toolbox, dispatch_tool
 
 # A reply may hold the live entries (at most the budget) or a few search results; it is
 # never allowed to grow with the size of the arguments.

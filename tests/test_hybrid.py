@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import fulltext_boosts
-from memstrata.embedders import embedder_from_config, index_pending
 from memstrata.errors import ConfigError
-from memstrata.fulltext import search_messages, search_sessions
-from memstrata.store import SessionStore
+from memstrata.search.embedders import embedder_from_config, index_pending
+from memstrata.store import boosts as fulltext_boosts
+from memstrata.store.sqlite.fulltext import search_messages, search_sessions
+from memstrata.store.sqlite.store import SessionStore
 
 # Each word pulls its text towards one concept axis; the last axis is a constant so no
 # text is the zero vector.
@@ -150,7 +150,7 @@ def test_embedder_from_config() -> None:
 
 
 def test_offline_embedder_end_to_end(store: SessionStore) -> None:
-    from memstrata.embed_minilm import MiniLMEmbedder, model_zip
+    from memstrata.search.minilm import MiniLMEmbedder, model_zip
 
     try:
         model_zip()

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from memstrata.cli import cli
 from memstrata.errors import ImportDataError
-from memstrata.exporting import all_session_ids
-from memstrata.importing import detect_format, import_source
-from memstrata.memory import FileMemory
-from memstrata.store import SessionStore
+from memstrata.memory.files import FileMemory
+from memstrata.ops.export import all_session_ids
+from memstrata.ops.importing import detect_format, import_source
+from memstrata.store.sqlite.store import SessionStore
 
 DATA = Path(__file__).parent / "data" / "import"
 HERMES_HOME = DATA / "hermes_home"

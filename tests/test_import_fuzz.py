@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstrata.errors import ImportDataError
-from memstrata.importing import chatgpt, claude, hermes, memstrata_jsonl, openai_jsonl
-from memstrata.importing.detect import detect_format
-from memstrata.importing.idempotence import write_records
-from memstrata.importing.records import BadRecord, ParsedSource, SessionRecord
-from memstrata.importing.report import ImportReport
-from memstrata.store import SessionStore
+from memstrata.ops.importing import chatgpt, claude, hermes, memstrata_jsonl, openai_jsonl
+from memstrata.ops.importing.detect import detect_format
+from memstrata.ops.importing.idempotence import write_records
+from memstrata.ops.importing.records import BadRecord, ParsedSource, SessionRecord
+from memstrata.ops.importing.report import ImportReport
+from memstrata.store.sqlite.store import SessionStore
 
 HERMES_DB = Path(__file__).parent / "data" / "import" / "hermes_home" / "state.db"
 # MEMSTRATA_TEST_FUZZ_EXAMPLES scales every test up for a long hardening run; the
@@ -350,7 +350,7 @@ hermes_row = st.fixed_dictionaries(
 @given(session=hermes_session, rows=st.lists(hermes_row, max_size=4))
 def test_hermes_rows(fuzz_store: SessionStore, session: dict[str, Any], rows: list[Any]) -> None:
     """Hermes rows with any SQLite values convert to a record or a bad record."""
-    from memstrata.importing.records import guarded
+    from memstrata.ops.importing.records import guarded
 
     item = guarded("state.db", lambda: hermes.session_record(session, rows, "state.db"))
     parsed = ParsedSource("hermes", "state.db", 1, [item])

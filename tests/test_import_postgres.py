@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from memstrata.exporting import all_session_ids, export_sessions
-from memstrata.importing import import_source
-from memstrata.postgres import PostgresSessionStore
-from memstrata.store import SessionStore
+from memstrata.ops.export import all_session_ids, export_sessions
+from memstrata.ops.importing import import_source
+from memstrata.store.postgres import PostgresSessionStore
+from memstrata.store.sqlite.store import SessionStore
 
 pytestmark = pytest.mark.postgres
 

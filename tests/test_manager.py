@@ -14,9 +14,9 @@ import pytest
 
 from memstrata.config import Config
 from memstrata.errors import ConfigError, ProviderError
-from memstrata.manager import MemoryManager, normalize_tool_schema
-from memstrata.memory import FileMemory
-from memstrata.providers import MemoryProvider, MemoryWriteMetadata
+from memstrata.memory.files import FileMemory
+from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
+from memstrata.providers.manager import MemoryManager, normalize_tool_schema
 
 
 class Recorder(MemoryProvider):
@@ -133,7 +133,7 @@ def test_second_external_provider_is_refused_with_a_warning(
 ) -> None:
     """Only one external provider runs by default; a second is refused and logged."""
     assert manager.add_provider(Recorder("first"))
-    with caplog.at_level(logging.WARNING, logger="memstrata.manager"):
+    with caplog.at_level(logging.WARNING, logger="memstrata.providers.manager"):
         assert manager.add_provider(Recorder("second")) is False
     assert "allow_multiple_providers" in caplog.text
     assert manager.provider_names == ["builtin", "first"]
@@ -167,7 +167,7 @@ def test_tool_schemas_are_normalised_and_collisions_dropped(
         "first",
         tools=[tool("r_wrapped"), bare, {"description": "no name"}, tool("memory"), tool("dup")],
     )
-    with caplog.at_level(logging.WARNING, logger="memstrata.manager"):
+    with caplog.at_level(logging.WARNING, logger="memstrata.providers.manager"):
         manager.add_provider(first)
         manager.add_provider(Recorder("second", tools=[tool("dup"), tool("session_search")]))
     assert manager.tool_names() == ["memory", "r_wrapped", "r_bare", "dup"]

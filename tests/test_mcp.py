@@ -24,12 +24,12 @@ from mcp.shared.exceptions import MCPError
 from memstrata import SessionStore
 from memstrata.cli import cli
 from memstrata.errors import ConfigError
-from memstrata.mcp_server import bind_socket, http_url
-from memstrata.memory_tool import MEMORY_TOOL_SCHEMA
-from memstrata.search_tool import SCHEMA as SEARCH_SCHEMA
-from memstrata.summarize import SYSTEM_PROMPT
+from memstrata.mcp.server import bind_socket, http_url
+from memstrata.search.summarize import SYSTEM_PROMPT
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.tools import Toolbox
+from memstrata.tools.memory import MEMORY_TOOL_SCHEMA
+from memstrata.tools.session_search import SCHEMA as SEARCH_SCHEMA
+from memstrata.tools.toolbox import Toolbox
 
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 DEPLOY_TEXT = "Deploy with ops/kestrel-deploy.sh after the canary passes."
@@ -464,7 +464,7 @@ def test_malformed_dsn_is_refused() -> None:
 def test_two_http_servers_on_one_dsn(memstrata_home: Path) -> None:
     """`--dsn` serves memory and sessions from PostgreSQL, scoped to the namespace, and
     two server processes on that DSN share them: no acknowledged write is lost."""
-    postgres = pytest.importorskip("memstrata.postgres")
+    postgres = pytest.importorskip("memstrata.store.postgres")
     from memstrata.config import Config
 
     namespace = f"mcp_{uuid.uuid4().hex[:10]}"

@@ -11,7 +11,7 @@ import pytest
 from memstrata import SessionStore
 from memstrata.config import Config
 from memstrata.errors import LLMError, LLMResponseError
-from memstrata.mcp_sampling import (
+from memstrata.mcp.sampling import (
     PushSamplingClient,
     SamplingRequest,
     SamplingRound,
@@ -19,10 +19,10 @@ from memstrata.mcp_sampling import (
     request_key,
     to_sampling_request,
 )
-from memstrata.mcp_service import EMPTY_SNAPSHOT, MemoryService
-from memstrata.search import session_search
+from memstrata.mcp.service import EMPTY_SNAPSHOT, MemoryService
+from memstrata.search.recall import session_search
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.tools import Toolbox
+from memstrata.tools.toolbox import Toolbox
 
 
 def _seed(home: Path) -> None:

@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from memstrata import mem0_provider
 from memstrata.config import Config
 from memstrata.errors import ProviderError
-from memstrata.manager import MemoryManager
-from memstrata.mem0_provider import TARGET_KEY, Mem0Provider
-from memstrata.mem0_setup import (
+from memstrata.providers.manager import MemoryManager
+from memstrata.providers.mem0 import provider as mem0_provider
+from memstrata.providers.mem0.provider import TARGET_KEY, Mem0Provider
+from memstrata.providers.mem0.setup import (
     INSTALL_HINT,
     import_mem0,
     mem0_config,
     mem0_installed,
     normalize_user_id,
 )
-from memstrata.plugins import discover_providers, load_provider
+from memstrata.providers.plugins import discover_providers, load_provider
 from memstrata.testing import FakeLLMServer, Reply
 
 DIMS = 256
@@ -198,7 +198,7 @@ def test_discovery_lists_mem0_without_importing_it(memstrata_home: Path) -> None
     """plugins discovery and status build the provider but never import mem0."""
     code = (
         "import sys, json\n"
-        "from memstrata.plugins import discover_providers, provider_status\n"
+        "from memstrata.providers.plugins import discover_providers, provider_status\n"
         "info = discover_providers()['mem0']\n"
         "status = provider_status(info)\n"
         "print(json.dumps([status['origin'], status['error'], 'mem0' in sys.modules]))\n"
@@ -494,7 +494,7 @@ def test_telemetry_is_off_and_home_untouched_even_if_enabled(tmp_path: Path) -> 
     code = (
         "import json, os, sys\n"
         "from pathlib import Path\n"
-        "from memstrata.mem0_provider import Mem0Provider\n"
+        "from memstrata.providers.mem0.provider import Mem0Provider\n"
         "p = Mem0Provider()\n"
         "p.initialize('s1', home=Path(os.environ['MEMSTRATA_HOME']))\n"
         "t = sys.modules['mem0.memory.telemetry']\n"

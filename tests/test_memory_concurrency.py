@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.memory import FileMemory
-from memstrata.memory_format import parse_entries, roundtrip_mismatch, split_raw
+from memstrata.memory.files import FileMemory
+from memstrata.memory.format import parse_entries, roundtrip_mismatch, split_raw
 
 WORKER = Path(__file__).parent / "workers" / "memory_worker.py"
 BIG_LIMIT = "1000000"

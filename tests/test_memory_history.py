@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from memstrata.cli import cli
 from memstrata.errors import DriftError, InvalidMemoryArgument
-from memstrata.memory import FileMemory
-from memstrata.memory_history import MemoryHistory
-from memstrata.memory_tool import MemoryTool
+from memstrata.memory.files import FileMemory
+from memstrata.memory.history import MemoryHistory
+from memstrata.tools.memory import MemoryTool
 
 
 def _bytes(path: Path) -> bytes | None:
@@ -157,7 +157,7 @@ def test_cli_history_and_undo(memstrata_home: Path) -> None:
 
 _WRITER = """
 import sys
-from memstrata.memory import FileMemory
+from memstrata.memory.files import FileMemory
 memory = FileMemory(lock_timeout=60)
 for i in range(int(sys.argv[2])):
     memory.add("memory", f"writer {sys.argv[1]} entry {i}")

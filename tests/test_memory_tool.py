@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from memstrata.approval import PendingWrites
 from memstrata.config import Config
-from memstrata.memory import FileMemory
-from memstrata.memory_tool import (
+from memstrata.memory.approval import PendingWrites
+from memstrata.memory.files import FileMemory
+from memstrata.tools.memory import (
     MEMORY_TOOL_SCHEMA,
     READ_NOTE,
     SUCCESS_NOTE,
     UNCHANGED_NOTE,
     MemoryTool,
 )
-from memstrata.tools import to_anthropic_schema
+from memstrata.tools.toolbox import to_anthropic_schema
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 COMBINATORS = {"allOf", "anyOf", "oneOf", "enum", "not"}

@@ -13,11 +13,11 @@ psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
 from memstrata.cli import cli  # noqa: E402
-from memstrata.memory import FileMemory  # noqa: E402
-from memstrata.migrate import migrate_home  # noqa: E402
-from memstrata.postgres import PostgresSessionStore  # noqa: E402
-from memstrata.postgres.memory import PostgresMemory  # noqa: E402
-from memstrata.store import SessionStore  # noqa: E402
+from memstrata.memory.files import FileMemory  # noqa: E402
+from memstrata.memory.postgres import PostgresMemory  # noqa: E402
+from memstrata.ops.migrate import migrate_home  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
+from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

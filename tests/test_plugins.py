@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memstrata import plugins
 from memstrata.cli import cli
 from memstrata.config import Config
 from memstrata.errors import ProviderError
-from memstrata.manager import MemoryManager
-from memstrata.plugins import discover_providers, load_provider
+from memstrata.providers import plugins
+from memstrata.providers.manager import MemoryManager
+from memstrata.providers.plugins import discover_providers, load_provider
 
 PROVIDER_SOURCE = """
 from typing import Any, ClassVar
-from memstrata.providers import MemoryProvider
+from memstrata.providers.base import MemoryProvider
 
 
 class {cls}(MemoryProvider):
@@ -223,7 +223,9 @@ def _doc_block(marker: str) -> str:
 def exported(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the provider API importable from `memstrata` as the docs show it."""
     import memstrata
-    from memstrata import fencing, manager, providers
+    from memstrata.prompt import fencing
+    from memstrata.providers import base as providers
+    from memstrata.providers import manager
 
     for module, name in [
         (providers, "MemoryProvider"),

@@ -31,10 +31,10 @@ from memstrata.errors import (  # noqa: E402
     NamespaceError,
     StorageError,
 )
-from memstrata.memory import FileMemory  # noqa: E402
-from memstrata.memory_core import CuratedMemory  # noqa: E402
-from memstrata.memory_tool import MemoryTool  # noqa: E402
-from memstrata.postgres.memory import PostgresMemory  # noqa: E402
+from memstrata.memory.core import CuratedMemory  # noqa: E402
+from memstrata.memory.files import FileMemory  # noqa: E402
+from memstrata.memory.postgres import PostgresMemory  # noqa: E402
+from memstrata.tools.memory import MemoryTool  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -266,7 +266,7 @@ def test_open_memory_takes_an_actor_on_both_backends(
     on_rows = open_memory(Config.load(memstrata_home, environ=environ), actor="cli")
     try:
         assert isinstance(on_rows, PostgresMemory) and isinstance(on_rows, CuratedMemory)
-        with caplog.at_level(logging.INFO, logger="memstrata.postgres.memory"):
+        with caplog.at_level(logging.INFO, logger="memstrata.memory.postgres"):
             on_rows.add("user", "Likes tea.")
             with on_rows.attributed("curator", "merged"):
                 on_rows.add("user", "Lives in Lyon.")
@@ -300,7 +300,7 @@ def test_memory_tool_works_over_postgres(pg: PostgresMemory) -> None:
 
 _WORKER = """
 import sys
-from memstrata.postgres.memory import PostgresMemory
+from memstrata.memory.postgres import PostgresMemory
 dsn, ns, who, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 with PostgresMemory(dsn, namespace=ns, memory_char_limit=100_000, lock_timeout=60) as m:
     for i in range(count):

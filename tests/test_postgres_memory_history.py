@@ -19,12 +19,12 @@ from helpers import PG_DSN as DSN  # noqa: E402
 from helpers import drop_namespace  # noqa: E402
 from memstrata.cli import cli  # noqa: E402
 from memstrata.errors import DriftError, InvalidMemoryArgument  # noqa: E402
-from memstrata.memory import FileMemory  # noqa: E402
-from memstrata.memory_core import CuratedMemory  # noqa: E402
-from memstrata.memory_history import ChangeLog, MemoryChange  # noqa: E402
-from memstrata.memory_tool import MemoryTool  # noqa: E402
-from memstrata.postgres import PostgresSessionStore  # noqa: E402
-from memstrata.postgres.memory import PostgresMemory  # noqa: E402
+from memstrata.memory.core import CuratedMemory  # noqa: E402
+from memstrata.memory.files import FileMemory  # noqa: E402
+from memstrata.memory.history import ChangeLog, MemoryChange  # noqa: E402
+from memstrata.memory.postgres import PostgresMemory  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
+from memstrata.tools.memory import MemoryTool  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

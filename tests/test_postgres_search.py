@@ -15,9 +15,9 @@ psycopg = pytest.importorskip("psycopg")
 from helpers import PG_DSN as DSN  # noqa: E402
 from helpers import drop_namespace, make_config  # noqa: E402
 from memstrata.errors import SessionNotFoundError, SessionStoreError  # noqa: E402
-from memstrata.postgres import PostgresSessionStore  # noqa: E402
-from memstrata.search import session_search  # noqa: E402
-from memstrata.store import SessionStore  # noqa: E402
+from memstrata.search.recall import session_search  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
+from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 from memstrata.testing import FakeLLMServer, Reply  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -301,8 +301,8 @@ def test_dates_in_a_question_are_evidence_on_both_backends(
 ) -> None:
     """A named date boosts what was written then, and a question made only of a date
     fetches it: the same answers from PostgreSQL as from SQLite."""
-    from memstrata.fulltext import search_sessions as lite_sessions
-    from memstrata.postgres.search import search_sessions as pg_sessions
+    from memstrata.store.postgres.search import search_sessions as pg_sessions
+    from memstrata.store.sqlite.fulltext import search_sessions as lite_sessions
 
     answers = []
     for store in (lite, pg):
@@ -317,7 +317,7 @@ def test_dates_in_a_question_are_evidence_on_both_backends(
 
 
 def test_dates_can_be_turned_off_on_postgres(pg: PostgresSessionStore) -> None:
-    from memstrata.postgres.search import search_sessions
+    from memstrata.store.postgres.search import search_sessions
 
     _dated_sessions(pg)
     question = "Which concert did Maria attend on 7 July, 2023?"
@@ -332,8 +332,8 @@ def test_sessions_group_by_lineage_as_on_sqlite(
 ) -> None:
     """With by_lineage, a compression child and its parent are reported once, and a
     delegate keeps its own entry: the same groups on both backends."""
-    from memstrata.fulltext import search_sessions as lite_sessions
-    from memstrata.postgres.search import search_sessions as pg_sessions
+    from memstrata.store.postgres.search import search_sessions as pg_sessions
+    from memstrata.store.sqlite.fulltext import search_sessions as lite_sessions
 
     grouped = []
     for store in (lite, pg):

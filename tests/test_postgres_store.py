@@ -26,7 +26,6 @@ psycopg = pytest.importorskip("psycopg")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from memstrata import fulltext  # noqa: E402
 from memstrata.errors import (  # noqa: E402
     NamespaceError,
     SchemaError,
@@ -35,11 +34,12 @@ from memstrata.errors import (  # noqa: E402
     StorageError,
     TitleConflictError,
 )
-from memstrata.fulltext_filters import make_filters  # noqa: E402
-from memstrata.postgres import PostgresSessionStore, schema  # noqa: E402
-from memstrata.postgres import search as pg_search  # noqa: E402
-from memstrata.query import compile_query  # noqa: E402
-from memstrata.store import SessionStore  # noqa: E402
+from memstrata.query.compile import compile_query  # noqa: E402
+from memstrata.query.filters import make_filters  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore, schema  # noqa: E402
+from memstrata.store.postgres import search as pg_search  # noqa: E402
+from memstrata.store.sqlite import fulltext  # noqa: E402
+from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -591,7 +591,7 @@ def test_listing_walk_from_preloaded_maps_matches_the_definition(
     The shared lineage tests reach that switch (after _PRELOAD_AFTER rows) on SQLite
     only; a low threshold makes every PostgreSQL page here cross it.
     """
-    from memstrata.postgres import lineage
+    from memstrata.store.postgres import lineage
 
     shared = _load_lineage_tests()
     monkeypatch.setattr(lineage, "_PRELOAD_AFTER", 5)
@@ -657,8 +657,8 @@ def test_dropped_index_and_missing_bigrams_are_found_and_rebuilt(private_dsn: st
 
 
 def test_forget_works_through_the_public_methods(pg: PostgresSessionStore) -> None:
-    """memstrata.forget removes a conversation and a query's messages, counted per index."""
-    from memstrata.forget import forget, plan_forget
+    """memstrata.ops.forget removes a conversation and a query's messages, counted per index."""
+    from memstrata.ops.forget import forget, plan_forget
 
     pg.create_session("a", started_at=1.0)
     pg.end_session("a", "compression", ended_at=2.0)
@@ -713,7 +713,7 @@ def test_delete_namespace_removes_one_tenant_only(
 # the store and nothing else); prints one JSON line.
 WORKER = """
 import json, sys
-from memstrata.postgres import PostgresSessionStore
+from memstrata.store.postgres import PostgresSessionStore
 
 command, dsn, namespace = sys.argv[1:4]
 if command == "open":

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from memstrata.agent import Agent
+from memstrata.agent.loop import Agent
 from memstrata.config import Config
-from memstrata.fencing import OPEN_TAG
 from memstrata.llm import OpenAIClient
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.providers import MemoryProvider
-from memstrata.store import SessionStore
+from memstrata.memory.files import FileMemory
+from memstrata.prompt.fencing import OPEN_TAG
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, RecordedRequest, Reply, common_prefix_length
 
 TURNS = 50

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata.agent_turn import Pricing
+from memstrata.agent.turn import Pricing
 from memstrata.config import Config
 from memstrata.llm import TokenUsage
 

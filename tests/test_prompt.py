@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.prompt import (
+from memstrata.memory.files import FileMemory
+from memstrata.prompt.builder import (
     DEFAULT_IDENTITY,
     DEFAULT_TIERS,
     MEMORY_GUIDANCE,
@@ -23,7 +22,8 @@ from memstrata.prompt import (
     format_day,
     truncate_head_tail,
 )
-from memstrata.providers import MemoryProvider
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
 
 DAY = datetime(2026, 12, 2, 9, 30)
 

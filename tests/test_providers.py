@@ -10,14 +10,14 @@ from typing import Any, ClassVar
 import pytest
 
 from memstrata.errors import ProviderError
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.providers import (
+from memstrata.memory.files import FileMemory
+from memstrata.providers.base import (
     BuiltinMemoryProvider,
     MemoryProvider,
     MemoryWriteMetadata,
     ProviderCalls,
 )
+from memstrata.providers.manager import MemoryManager
 
 
 class Minimal(MemoryProvider):

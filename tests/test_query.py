@@ -1,4 +1,4 @@
-"""Tests for memstrata.query: natural-language and explicit queries compiled for each index."""
+"""Tests for memstrata.query.compile: natural and explicit queries compiled for each index."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata import fulltext, migrations
-from memstrata import fulltext_substring as substring
-from memstrata.query import (
+from memstrata.query.compile import (
     INDEXES,
     MAX_QUERY_CHARS,
     STOPWORDS,
@@ -19,6 +17,7 @@ from memstrata.query import (
     compile_query,
     plain_or_query,
 )
+from memstrata.store.sqlite import fulltext, migrations, substring
 
 TABLES = {"word": "messages_fts", "trigram": "messages_fts_trigram", "cjk": "messages_fts_cjk"}
 

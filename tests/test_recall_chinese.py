@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import PG_DSN, fresh_namespace
-from memstrata.search import session_search
+from memstrata.search.recall import session_search
 
 STORED = "我们决定下周二把数据库迁移到新的集群，先做备份。"
 OTHER = "周末去公园看花，天气很好。"
@@ -71,12 +71,12 @@ def _env(home: Path, dsn: str | None, namespace: str | None) -> dict[str, str]:
 def _backend(request: pytest.FixtureRequest, home: Path) -> tuple[str | None, str | None]:
     """Seed the backend named by the test's parameter; return its (dsn, namespace)."""
     if request.param == "sqlite":
-        from memstrata.store import SessionStore
+        from memstrata.store.sqlite.store import SessionStore
 
         with SessionStore(home / "state.db") as sqlite_store:
             seed(sqlite_store)
         return None, None
-    from memstrata.postgres import PostgresSessionStore
+    from memstrata.store.postgres import PostgresSessionStore
 
     namespace = fresh_namespace()
     with PostgresSessionStore(PG_DSN, namespace=namespace, pool_size=1) as pg_store:

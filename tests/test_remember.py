@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.agent import Agent
+from memstrata.agent.loop import Agent
 from memstrata.config import Config
-from memstrata.facts import FactStore
-from memstrata.fencing import OPEN_TAG
 from memstrata.llm import OpenAIClient
-from memstrata.manager import MemoryManager
-from memstrata.memory import FileMemory
-from memstrata.remember_tool import RememberTool, recall_remembered
+from memstrata.memory.files import FileMemory
+from memstrata.prompt.fencing import OPEN_TAG
+from memstrata.providers.facts.store import FactStore
+from memstrata.providers.manager import MemoryManager
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.tools import Toolbox, dispatch_tool
+from memstrata.tools.remember import RememberTool, recall_remembered
+from memstrata.tools.toolbox import Toolbox, dispatch_tool
 
 FACT = "The team chose Postgres 16 for the billing service on 2026-03-02"
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memstrata.scanner import (
+from memstrata.scanner.scan import (
     INVISIBLE_CODEPOINTS,
     MAX_SCAN_CHARS,
     PATTERNS,

@@ -14,11 +14,11 @@ from helpers import make_config
 from memstrata.cli import cli
 from memstrata.config import Config
 from memstrata.errors import SessionNotFoundError, SessionStoreError
-from memstrata.search import NOTE, VERBATIM_CHARS, session_search
-from memstrata.search_tool import SCHEMA, SessionSearchTool, parse_time
-from memstrata.store import SessionStore
+from memstrata.search.recall import NOTE, VERBATIM_CHARS, session_search
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.tools import Toolbox
+from memstrata.tools.session_search import SCHEMA, SessionSearchTool, parse_time
+from memstrata.tools.toolbox import Toolbox
 
 
 @pytest.fixture

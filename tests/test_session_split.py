@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from memstrata.compress import SUMMARY_PREFIX, ContextCompressor, estimate_tokens
+from memstrata.compress.compressor import SUMMARY_PREFIX, ContextCompressor, estimate_tokens
+from memstrata.compress.split import compact_session, make_session_id, split_session
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.llm import OpenAIClient, RetryPolicy
-from memstrata.manager import MemoryManager
-from memstrata.providers import MemoryProvider
-from memstrata.session_split import compact_session, make_session_id, split_session
-from memstrata.store import SessionStore
+from memstrata.providers.base import MemoryProvider
+from memstrata.providers.manager import MemoryManager
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 FACT = "the invoice service deploys from branch release-42"

@@ -22,7 +22,7 @@ from memstrata.errors import (
     SessionStoreError,
     StorageError,
 )
-from memstrata.store import SessionStore
+from memstrata.store.sqlite.store import SessionStore
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram", "messages_fts_cjk")
 
@@ -44,8 +44,8 @@ def _fts_rowids(store: Any, table: str, query: str) -> list[int]:
         with store.read_conn() as conn:
             rows = conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (query,))
             return [r[0] for r in rows]
-    from memstrata.postgres.messages import quote_lexeme
-    from memstrata.postgres.schema import INDEXED_TEXT
+    from memstrata.store.postgres.messages import quote_lexeme
+    from memstrata.store.postgres.schema import INDEXED_TEXT
 
     if table == "messages_fts":
         pred, params = "tsv @@ phraseto_tsquery('memstrata_english', %s)", [query]
@@ -594,7 +594,7 @@ def test_open_time_index_check_reads_one_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The index check on open reads one snapshot, so a concurrent commit cannot fake drift."""
-    from memstrata import store_index
+    from memstrata.store.sqlite import index as store_index
 
     SessionStore(tmp_path / "state.db").close()
     seen: list[bool] = []

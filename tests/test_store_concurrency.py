@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import migrations
-from memstrata.store import SessionStore
+from memstrata.store.sqlite import migrations
+from memstrata.store.sqlite.store import SessionStore
 
 WORKER = Path(__file__).parent / "workers" / "store_worker.py"
 sys.path.insert(0, str(WORKER.parent))

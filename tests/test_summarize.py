@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from memstrata.llm import OpenAIClient
-from memstrata.store import SessionStore
-from memstrata.summarize import (
+from memstrata.search.summarize import (
     MAX_SUMMARY_CHARS,
     SummaryJob,
     cache_get,
@@ -18,6 +17,7 @@ from memstrata.summarize import (
     normalize_query,
     summarize_all,
 )
+from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
 

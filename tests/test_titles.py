@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError, TitleConflictError
-from memstrata.store import SessionStore
-from memstrata.titles import sanitize_title
+from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.sqlite.titles import sanitize_title
 
 
 @pytest.fixture

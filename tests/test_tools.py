@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memstrata.memory import ENTRY_DELIMITER, FileMemory
-from memstrata.memory_format import parse_entries
-from memstrata.memory_tool import MEMORY_TOOL_SCHEMA, MemoryTool
-from memstrata.tools import Toolbox, dispatch_tool, parse_arguments, to_anthropic_schema
+from memstrata.memory.files import ENTRY_DELIMITER, FileMemory
+from memstrata.memory.format import parse_entries
+from memstrata.tools.memory import MEMORY_TOOL_SCHEMA, MemoryTool
+from memstrata.tools.toolbox import Toolbox, dispatch_tool, parse_arguments, to_anthropic_schema
 
 ECHO_SCHEMA = {
     "type": "function",
@@ -131,7 +131,7 @@ def test_handler_bug_becomes_error_json(caplog: pytest.LogCaptureFixture) -> Non
 
     box = Toolbox()
     box.register("echo", ECHO_SCHEMA, broken)
-    with caplog.at_level(logging.ERROR, logger="memstrata.tools"):
+    with caplog.at_level(logging.ERROR, logger="memstrata.tools.toolbox"):
         out = json.loads(box.dispatch("echo", "{}"))
     assert out["success"] is False
     assert "ZeroDivisionError: division by zero" in out["error"]

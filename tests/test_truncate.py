@@ -7,8 +7,8 @@ import random
 import pytest
 
 from helpers import NATO_WORDS
-from memstrata.query import compile_query
-from memstrata.truncate import (
+from memstrata.query.compile import compile_query
+from memstrata.search.truncate import (
     EARLIER_MARK,
     LATER_MARK,
     PROXIMITY_CHARS,

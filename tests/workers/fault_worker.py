@@ -34,16 +34,16 @@ from typing import Any
 
 from memstrata import FileMemory, SessionStore, fileio
 from memstrata.cli import cli
-from memstrata.cli import memory_cmds as _memory_cmds  # noqa: F401  (imported before a uid drop)
-from memstrata.cli import search_cmds as _search_cmds  # noqa: F401
-from memstrata.cli import sessions_cmds as _sessions_cmds  # noqa: F401
+from memstrata.cli import memory as _memory_cmds  # noqa: F401  (imported before a uid drop)
+from memstrata.cli import search as _search_cmds  # noqa: F401
+from memstrata.cli import sessions as _sessions_cmds  # noqa: F401
 from memstrata.cli.common import run_cli
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
-from memstrata.memory_format import parse_entries
-from memstrata.memory_tool import MemoryTool
-from memstrata.search_tool import SessionSearchTool
-from memstrata.tools import Toolbox
+from memstrata.memory.format import parse_entries
+from memstrata.tools.memory import MemoryTool
+from memstrata.tools.session_search import SessionSearchTool
+from memstrata.tools.toolbox import Toolbox
 
 PAD = ("lorem ipsum dolor sit amet " * 4).strip()
 # Endless modes stop on their own when the test that started them is gone.

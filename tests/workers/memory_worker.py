@@ -18,7 +18,7 @@ import os
 import random
 import sys
 
-from memstrata.memory import FileMemory
+from memstrata.memory.files import FileMemory
 
 PAD = "lorem ipsum dolor sit amet " * 6
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from memstrata.store import SessionStore
+from memstrata.store.sqlite.store import SessionStore
 
 CJK_DIGITS = "甲乙丙丁戊己庚辛壬癸"
 # Endless modes stop on their own when the test that started them is gone.

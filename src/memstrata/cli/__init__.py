@@ -17,19 +17,19 @@ from memstrata.cli.common import CONTEXT_SETTINGS, run_cli
 
 # name -> "module:attribute" of the click command.
 COMMANDS: dict[str, str] = {
-    "chat": "memstrata.cli.chat_cmds:chat_command",
-    "config": "memstrata.cli.config_cmds:config_group",
-    "curate": "memstrata.cli.curate_cmds:curate_command",
-    "doctor": "memstrata.cli.doctor_cmds:doctor_command",
-    "export": "memstrata.cli.export_cmds:export_command",
-    "forget": "memstrata.cli.forget_cmds:forget_command",
-    "import": "memstrata.cli.import_cmds:import_command",
-    "mcp": "memstrata.cli.mcp_cmds:mcp_command",
-    "memory": "memstrata.cli.memory_cmds:memory_group",
-    "migrate": "memstrata.cli.migrate_cmds:migrate_command",
-    "plugins": "memstrata.cli.plugins_cmds:plugins_group",
-    "search": "memstrata.cli.search_cmds:search_command",
-    "sessions": "memstrata.cli.sessions_cmds:sessions_group",
+    "chat": "memstrata.cli.chat:chat_command",
+    "config": "memstrata.cli.config:config_group",
+    "curate": "memstrata.cli.curate:curate_command",
+    "doctor": "memstrata.cli.doctor:doctor_command",
+    "export": "memstrata.cli.export:export_command",
+    "forget": "memstrata.cli.forget:forget_command",
+    "import": "memstrata.cli.imports:import_command",
+    "mcp": "memstrata.cli.mcp:mcp_command",
+    "memory": "memstrata.cli.memory:memory_group",
+    "migrate": "memstrata.cli.migrate:migrate_command",
+    "plugins": "memstrata.cli.plugins:plugins_group",
+    "search": "memstrata.cli.search:search_command",
+    "sessions": "memstrata.cli.sessions:sessions_group",
 }
 
 

@@ -16,7 +16,7 @@ from memstrata.errors import MemstrataError
 
 if TYPE_CHECKING:
     from memstrata.config import Config
-    from memstrata.memory_core import CuratedMemory
+    from memstrata.memory.core import CuratedMemory
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 

@@ -19,7 +19,7 @@ import re
 import struct
 from typing import Literal
 
-from memstrata.cjk import CJK_RUN, run_terms
+from memstrata.query.cjk import CJK_RUN, run_terms
 
 EmbeddingMode = Literal["hash", "bow"]
 

@@ -1,0 +1,3 @@
+"""The MCP server: the library's tools and the active provider's tools for any MCP client."""
+
+from __future__ import annotations

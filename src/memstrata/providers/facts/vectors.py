@@ -1,0 +1,280 @@
+"""Optional embeddings for the facts store: stored vectors and their fusion with keywords.
+
+Hybrid recall for facts uses the same seam as the session search
+(:class:`memstrata.search.embedders.Embedder`: the offline MiniLM or an OpenAI-compatible
+``/v1/embeddings``). Writes stay cheap: ``FactStore.add`` never embeds. Vectors are
+computed afterwards, in batches, by ``FactStore.index_vectors`` (the provider calls it
+lazily before a recall, the CLI and benchmarks call it explicitly), and stored in
+``fact_vectors`` as float32 blobs (schema migration 2). A fact that is retired, purged or
+re-worded loses its vector by trigger.
+
+Reading: a facts store is small (thousands of rows, not millions), so the query vector
+is compared with the newest :data:`VECTOR_SCAN` live vectors by brute force; numpy does
+the dot products.
+
+Fusion keeps keywords in charge:
+
+* :func:`fuse_search` (explicit search): a keyword candidate gains
+  ``VECTOR_WEIGHT * max(0, (cos - VECTOR_FLOOR) / (1 - VECTOR_FLOOR))``; a fact the
+  keywords missed joins when ``cos >= SEARCH_VECTOR_MIN``, with that part alone;
+* :func:`fuse_recall` (gated prefetch): the same re-scoring of the facts the keyword gate
+  admitted, and a fact the gate refused joins only when ``cos >= RECALL_VECTOR_MIN``, a
+  bar set so unrelated chit-chat stays unanswered.
+
+The thresholds were chosen on ``benchmarks/facts_recall.py`` with all-MiniLM-L6-v2; the
+figures are in ``benchmarks/results/facts_recall.md``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final
+
+from memstrata.errors import ConfigError, StorageError
+from memstrata.search.embedders import Embedder, encode_vector
+
+__all__ = [
+    "INDEX_BATCH",
+    "RECALL_VECTOR_MIN",
+    "SEARCH_VECTOR_MIN",
+    "VECTOR_FLOOR",
+    "VECTOR_SCAN",
+    "VECTOR_WEIGHT",
+    "check_embedder",
+    "embed_query",
+    "fuse_recall",
+    "fuse_search",
+    "pending_count",
+    "vector_scores",
+]
+
+# Facts embedded per call of the embedder, each batch written in its own transaction.
+INDEX_BATCH: Final = 64
+# Live vectors compared per query, newest first: 20 000 x 384 float32 is 30 MB read,
+# the most a per-turn prefetch should pay; a larger store keeps keywords for the rest.
+VECTOR_SCAN: Final = 20_000
+# Weight of the vector part against a keyword score (each keyword index contributes at
+# most 1, the best hit of each index scaled to 1).
+VECTOR_WEIGHT: float = 1.0
+# Cosine below this adds nothing: unrelated sentences of a sentence model sit around 0-0.2.
+VECTOR_FLOOR: float = 0.2
+# A fact no keyword matched joins an explicit search at this cosine...
+SEARCH_VECTOR_MIN: float = 0.5
+# ... and a prefetch recall at this one: recall answers a chat message nobody wrote as a
+# query, so a vector-only fact must be close to it in meaning. On the benchmark 0.5 added
+# no answer to chit-chat (the 6 % it answers come from keywords) and 2.2 points of R@5
+# over 0.6; 0.4 gained nothing more, so the bar keeps that margin.
+RECALL_VECTOR_MIN: float = 0.5
+# Text handed to the embedder per fact: facts are short sentences; this bounds a stray one.
+EMBED_CHARS: Final = 2000
+
+
+def check_embedder(embedder: object) -> Embedder:
+    """``embedder`` if it looks like an Embedder, else ConfigError saying what it needs."""
+    if (
+        not isinstance(embedder, Embedder)
+        or not getattr(embedder, "name", "")
+        or int(getattr(embedder, "dims", 0)) < 1
+    ):
+        raise ConfigError(
+            f"{embedder!r} is not an embedder: it needs a non-empty `name`, `dims` >= 1 and "
+            "`embed(texts) -> list of vectors` (see memstrata.search.embedders.Embedder)."
+        )
+    return embedder
+
+
+_PENDING_SQL = (
+    "SELECT f.id, f.content FROM facts f WHERE f.status = 'live' AND f.id > ? AND NOT EXISTS "
+    "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id) "
+    "ORDER BY f.id LIMIT ?"
+)
+
+
+def pending_count(conn: sqlite3.Connection, model: str) -> int:
+    """Live facts without a vector of the embedder named ``model``."""
+    row = conn.execute(
+        "SELECT count(*) FROM facts f WHERE f.status = 'live' AND NOT EXISTS "
+        "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id)",
+        (model,),
+    ).fetchone()
+    return int(row[0])
+
+
+def pending_batch(
+    conn: sqlite3.Connection, model: str, after: int, size: int
+) -> list[tuple[int, str]]:
+    """The next ``size`` live facts after id ``after`` with no vector of ``model``."""
+    return [
+        (int(r[0]), str(r[1])[:EMBED_CHARS])
+        for r in conn.execute(_PENDING_SQL, (after, model, size))
+    ]
+
+
+def embed_checked(embedder: Embedder, texts: list[str]) -> list[bytes]:
+    """Unit float32 blobs of ``texts``; ConfigError when the embedder breaks its contract."""
+    vectors = embedder.embed(texts) if texts else []
+    if len(vectors) != len(texts):
+        raise ConfigError(
+            f"Embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} "
+            "texts; it must return one per text."
+        )
+    blobs: list[bytes] = []
+    for vector in vectors:
+        if len(vector) != embedder.dims:
+            raise ConfigError(
+                f"Embedder {embedder.name!r} declares {embedder.dims} dims but returned a "
+                f"vector of {len(vector)}; fix its `dims`."
+            )
+        norm = sum(float(x) * float(x) for x in vector) ** 0.5
+        blobs.append(encode_vector([float(x) / norm if norm > 0 else 0.0 for x in vector]))
+    return blobs
+
+
+def write_vectors(
+    conn: sqlite3.Connection, embedder: Embedder, items: Sequence[tuple[int, bytes]]
+) -> int:
+    """Store the vectors of facts still live (one retired meanwhile is skipped: its vector
+    would outlive the trigger that should have dropped it); return how many were written."""
+    if not items:
+        return 0
+    marks = ", ".join("?" for _ in items)
+    live = {
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT id FROM facts WHERE status = 'live' AND id IN ({marks})",
+            [fid for fid, _ in items],
+        )
+    }
+    now = time.time()
+    rows = [(embedder.name, fid, embedder.dims, blob, now) for fid, blob in items if fid in live]
+    conn.executemany(
+        "INSERT OR REPLACE INTO fact_vectors(model, fact_id, dims, vector, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        rows,
+    )
+    return len(rows)
+
+
+def index_in_batches(
+    read: Callable[[int, int], list[tuple[int, str]]],
+    write: Callable[[list[tuple[int, bytes]]], int],
+    embedder: Embedder,
+    *,
+    limit: int | None,
+    batch: int,
+    progress: Callable[[int], None] | None,
+) -> int:
+    """The indexing loop: read a batch, embed it outside any transaction, write it.
+
+    Returns how many facts were embedded. An interrupted run keeps what it wrote.
+    """
+    if batch < 1:
+        raise StorageError(f"batch must be at least 1, got {batch!r}.")
+    if limit is not None and limit < 0:
+        raise StorageError(f"limit must be None or >= 0, got {limit!r}.")
+    done, after = 0, 0
+    while limit is None or done < limit:
+        size = batch if limit is None else min(batch, limit - done)
+        rows = read(after, size)
+        if not rows:
+            break
+        after = rows[-1][0]
+        blobs = embed_checked(embedder, [text for _, text in rows])
+        write([(fid, blob) for (fid, _), blob in zip(rows, blobs, strict=True)])
+        done += len(rows)
+        if progress is not None:
+            progress(done)
+    return done
+
+
+def embed_query(embedder: Embedder, text: str) -> list[float]:
+    """The query's vector (one embedder call)."""
+    vectors = embedder.embed([text[:EMBED_CHARS]])
+    if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
+        raise ConfigError(
+            f"Embedder {embedder.name!r} did not return one vector of {embedder.dims} dims "
+            "for the query; check the embedder."
+        )
+    return [float(x) for x in vectors[0]]
+
+
+def vector_scores(
+    conn: sqlite3.Connection,
+    model: str,
+    query_vector: Sequence[float],
+    *,
+    scan: int = VECTOR_SCAN,
+) -> dict[int, float]:
+    """Cosine similarity of ``query_vector`` with the newest ``scan`` live fact vectors of
+    ``model``: ``{fact id: cosine}`` (``{}`` when none is stored)."""
+    try:
+        import numpy as np
+    except ImportError as exc:  # pragma: no cover - numpy ships with the embedders' extra
+        raise ConfigError("Hybrid recall needs numpy: pip install numpy") from exc
+    query = np.asarray(query_vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    if norm == 0.0 or scan <= 0:
+        return {}
+    size = 4 * query.shape[0]
+    rows = [
+        (int(r[0]), r[1])
+        for r in conn.execute(
+            "SELECT fact_id, vector FROM fact_vectors WHERE model = ? "
+            "ORDER BY fact_id DESC LIMIT ?",
+            (model, scan),
+        )
+        if len(r[1]) == size
+    ]
+    if not rows:
+        return {}
+    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), -1)
+    sims = matrix @ (query / norm)
+    return {fid: float(x) for (fid, _), x in zip(rows, sims.tolist(), strict=True)}
+
+
+def vector_part(cos: float) -> float:
+    """What a cosine adds to a score: 0 up to VECTOR_FLOOR, then linear up to VECTOR_WEIGHT.
+
+    The constants are read at call time, so a benchmark can vary them."""
+    return VECTOR_WEIGHT * max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+
+
+def fuse_search(
+    keyword: Mapping[int, float],
+    sims: Mapping[int, float],
+    *,
+    only_min: float | None = None,
+) -> dict[int, float]:
+    """Keyword scores plus the vector part, and the vector-only facts whose cosine reaches
+    ``only_min`` (default SEARCH_VECTOR_MIN)."""
+    only_min = SEARCH_VECTOR_MIN if only_min is None else only_min
+    fused = {fid: score + vector_part(sims.get(fid, 0.0)) for fid, score in keyword.items()}
+    for fid, cos in sims.items():
+        if fid not in fused and cos >= only_min:
+            fused[fid] = vector_part(cos)
+    return fused
+
+
+def fuse_recall(
+    gated: Mapping[int, float],
+    sims: Mapping[int, float],
+    exclude: Iterable[int] = (),
+    *,
+    only_min: float | None = None,
+) -> dict[int, float]:
+    """The facts the keyword gate admitted (scores normalised to the best one) plus the
+    vector part, and the facts the gate refused whose cosine reaches ``only_min``
+    (default RECALL_VECTOR_MIN)."""
+    only_min = RECALL_VECTOR_MIN if only_min is None else only_min
+    best = max(gated.values(), default=0.0)
+    fused = {
+        fid: (score / best if best > 0 else 0.0) + vector_part(sims.get(fid, 0.0))
+        for fid, score in gated.items()
+    }
+    skip = set(exclude)
+    for fid, cos in sims.items():
+        if fid not in fused and fid not in skip and cos >= only_min:
+            fused[fid] = vector_part(cos)
+    return fused

@@ -1,0 +1,202 @@
+"""Dates named in a question, as time windows a search can prefer.
+
+"What did Maria plan on the evening of 7 July, 2023?" is asked about a conversation held
+on that day: the words "7", "july" and "2023" rarely occur in the messages themselves,
+but the messages' timestamps say when they were written. :func:`find_dates` reads the
+calendar dates of a question (a day, a month of a year, a month of any year, a year, a
+range between two days) and :func:`strip_dates` removes the worded ones from the text,
+so the keyword search is not steered by numbers, and the search boosts the messages written
+inside a window instead (``memstrata.store.sqlite.fulltext.search_sessions``).
+
+Windows are in local time, as a person names dates, and widened by DAY_MARGIN on each
+side: a conversation held late in the evening in one time zone is the next day in
+another.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "month_spans", "spans_of", "strip_dates"]
+
+DAY_MARGIN = timedelta(days=1)
+
+_MONTHS = {
+    name.lower(): i
+    for i in range(1, 13)
+    for name in (calendar.month_name[i], calendar.month_abbr[i])
+}
+_MONTHS["sept"] = 9
+_MONTH = r"(?P<{0}>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<{0}>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<{0}>(?:19|20)\d\d)"
+
+
+def _pattern(*parts: str) -> str:
+    return r"\b" + r"[\s,]+".join(parts) + r"\b"
+
+
+# Longest forms first: a day with its year must not be read as "a month of a year".
+_FORMS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "range",
+        re.compile(
+            r"\bbetween\s+"
+            + _pattern(_MONTH.format("m1"), _DAY.format("d1"))
+            + r"\s+and\s+"
+            + _pattern(_MONTH.format("m2"), _DAY.format("d2"), _YEAR.format("y")),
+            re.IGNORECASE,
+        ),
+    ),
+    # ISO 8601 and the CJK form (2023年7月7日, 2023年7月): numbers, no month names.
+    ("iso_day", re.compile(r"\b(?P<y>(?:19|20)\d\d)-(?P<m>[01]\d)-(?P<d>[0-3]\d)\b")),
+    ("iso_day", re.compile(r"(?P<y>(?:19|20)\d\d)年(?P<m>[01]?\d)月(?P<d>[0-3]?\d)[日号]")),
+    ("iso_month", re.compile(r"(?P<y>(?:19|20)\d\d)年(?P<m>[01]?\d)月")),
+    ("day", re.compile(_pattern(_DAY.format("d"), _MONTH.format("m"), _YEAR.format("y")), re.I)),
+    ("day", re.compile(_pattern(_MONTH.format("m"), _DAY.format("d"), _YEAR.format("y")), re.I)),
+    ("month", re.compile(_pattern(_MONTH.format("m"), _YEAR.format("y")), re.IGNORECASE)),
+    # A bare month needs "in" or "of" before it: "may" is also a verb.
+    ("any_year", re.compile(r"\b(?:in|of|during)\s+" + _MONTH.format("m") + r"(?![\w])", re.I)),
+    ("year", re.compile(r"\b(?:in|of|during|since)\s+" + _YEAR.format("y") + r"\b", re.I)),
+]
+
+
+@dataclass(frozen=True)
+class DateWindow:
+    """A span of time named by a question: ``start <= t < end`` (Unix seconds).
+
+    ``month`` set (and ``start``/``end`` None) means "that month of any year".
+    """
+
+    text: str
+    start: float | None = None
+    end: float | None = None
+    month: int | None = None
+    # Written as digits (2023-07-07, 2023年7月7日): such a string is also searched as
+    # text, since logs and notes quote dates that way.
+    literal: bool = False
+
+    def contains(self, timestamp: float) -> bool:
+        """True when ``timestamp`` falls inside the window."""
+        if self.month is not None:
+            moment = datetime.fromtimestamp(timestamp)
+            # The margin applies to a bare month too: the 1st at 00:30 may be the 31st.
+            return self.month in {
+                (moment - DAY_MARGIN).month,
+                moment.month,
+                (moment + DAY_MARGIN).month,
+            }
+        assert self.start is not None and self.end is not None
+        return self.start <= timestamp < self.end
+
+
+def _span(first: datetime, last: datetime) -> tuple[float, float]:
+    return (first - DAY_MARGIN).timestamp(), (last + DAY_MARGIN).timestamp()
+
+
+def _window(kind: str, match: re.Match[str]) -> DateWindow | None:
+    groups = match.groupdict()
+    text = match.group(0)
+    try:
+        if kind == "any_year":
+            return DateWindow(text, month=_MONTHS[groups["m"].lower()])
+        year = int(groups["y"])
+        if kind in ("iso_day", "iso_month"):
+            # Month and day are digits here; the other forms below read month names.
+            month_number = int(groups["m"])
+            if kind == "iso_month":
+                first = datetime(year, month_number, 1)
+                last = datetime(year + (month_number == 12), month_number % 12 + 1, 1)
+                return DateWindow(text, *_span(first, last), literal=True)
+            day = datetime(year, month_number, int(groups["d"]))
+            return DateWindow(text, *_span(day, day + timedelta(days=1)), literal=True)
+        if kind == "year":
+            return DateWindow(text, *_span(datetime(year, 1, 1), datetime(year + 1, 1, 1)))
+        if kind == "month":
+            month = _MONTHS[groups["m"].lower()]
+            first = datetime(year, month, 1)
+            last = datetime(year + (month == 12), month % 12 + 1, 1)
+            return DateWindow(text, *_span(first, last))
+        if kind == "day":
+            day = datetime(year, _MONTHS[groups["m"].lower()], int(groups["d"]))
+            return DateWindow(text, *_span(day, day + timedelta(days=1)))
+        first = datetime(year, _MONTHS[groups["m1"].lower()], int(groups["d1"]))
+        last = datetime(year, _MONTHS[groups["m2"].lower()], int(groups["d2"]))
+        if last < first:
+            first, last = last, first
+        return DateWindow(text, *_span(first, last + timedelta(days=1)))
+    except ValueError:  # "31 February": not a date, leave the words to the keyword search
+        return None
+
+
+def find_dates(text: str) -> list[DateWindow]:
+    """The calendar dates named in ``text``, each once, in the order found.
+
+    Recognised: ``7 July, 2023``, ``July 7th 2023``, ``2023-07-07``, ``2023年7月7日``,
+    ``July 2023``, ``2023年7月``, ``in July``, ``in 2023`` and ``between August 11 and
+    August 15 2023``. Anything else (relative
+    dates such as "last week") is left to the keyword search.
+    """
+    found: list[DateWindow] = []
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _FORMS:
+        for match in pattern.finditer(text):
+            if any(match.start() < end and start < match.end() for start, end in taken):
+                continue
+            window = _window(kind, match)
+            if window is not None:
+                found.append(window)
+                taken.append((match.start(), match.end()))
+    order = {w.text: text.find(w.text) for w in found}
+    return sorted(found, key=lambda w: order[w.text])
+
+
+def month_spans(month: int, first: float, last: float) -> list[tuple[float, float]]:
+    """The spans (Unix seconds, margins included) of ``month`` in every year from the one
+    of ``first`` to the one of ``last``: "in June" said of a store written from 2023 to
+    2025 means June 2023, June 2024 or June 2025."""
+    spans = []
+    for year in range(datetime.fromtimestamp(first).year, datetime.fromtimestamp(last).year + 1):
+        start = datetime(year, month, 1)
+        end = datetime(year + (month == 12), month % 12 + 1, 1)
+        spans.append(_span(start, end))
+    return spans
+
+
+def spans_of(
+    windows: Sequence[DateWindow], first: float | None = None, last: float | None = None
+) -> list[tuple[float, float]]:
+    """The time spans of ``windows``; a month of no year is that month in every year from
+    ``first`` to ``last`` (the store's oldest and newest message), none without them."""
+    spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
+    if first is not None and last is not None:
+        for month in sorted({w.month for w in windows if w.month is not None}):
+            spans += month_spans(month, first, last)
+    return spans
+
+
+def strip_dates(text: str, windows: list[DateWindow]) -> str:
+    """``text`` without the worded date expressions of ``windows`` (each replaced by a
+    space); dates written in digits stay (see ``DateWindow.literal``)."""
+    for window in windows:
+        if not window.literal:
+            text = text.replace(window.text, " ")
+    return text
+
+
+_QUESTION_WORDS = frozenset(
+    ["what", "when", "where", "which", "who", "whom", "whose", "why", "how"]
+)
+
+
+def is_question(text: str) -> bool:
+    """True when ``text`` asks something: a question mark of any script, or a leading
+    question word (``what did we do in July``)."""
+    if "?" in text or "？" in text:
+        return True
+    first = text.strip().split(maxsplit=1)
+    return bool(first) and first[0].lower().strip(".,:;!") in _QUESTION_WORDS

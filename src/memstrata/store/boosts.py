@@ -1,0 +1,201 @@
+"""Evidence beyond BM25 that re-scores the fused candidates of a search.
+
+Each step takes the candidates of :func:`memstrata.store.sqlite.fulltext.collect_candidates` (score:
+per-index BM25 scaled to the index's best hit, summed) and adjusts them in place:
+
+* :func:`boost_dates` - messages written inside a date the question names;
+* :func:`boost_speakers` - transcript lines ("Name: ...") spoken by a person the
+  question names;
+* :func:`merge_subqueries` - the candidates of rewritten sub-queries (query expansion);
+* :func:`fuse_vectors` - cosine similarity from an embedder (hybrid recall), plus the
+  messages the keywords missed when they are close enough.
+
+Every step is optional; the shipped default is keyword + dates (measured in
+``benchmarks/results/recall.md``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from memstrata.query.dates import DateWindow
+from memstrata.query.filters import Filters
+
+if TYPE_CHECKING:
+    from memstrata.store.sqlite.fulltext import Candidate
+
+__all__ = [
+    "DATE_BOOST",
+    "EXPANSION_WEIGHT",
+    "SPEAKER_BOOST",
+    "VECTOR_FLOOR",
+    "VECTOR_ONLY_MIN",
+    "VECTOR_RERANK",
+    "VECTOR_SESSIONS",
+    "VECTOR_WEIGHT",
+    "boost_dates",
+    "boost_speakers",
+    "fuse_vectors",
+    "merge_subqueries",
+]
+
+# A message written inside a date the question names ("on 7 July, 2023", "in August
+# 2023") has its score multiplied by 1 + DATE_BOOST (memstrata.query.dates). Large on
+# purpose: a named date is a strong constraint, yet still a boost, not a filter, since
+# the event may have been told a few days later.
+DATE_BOOST = 2.0
+# A message spoken by a person the question names (a transcript line "Name: ...") has its
+# score multiplied by 1 + SPEAKER_BOOST when speaker awareness is on (off by default:
+# within noise on LoCoMo, see benchmarks/results/recall.md).
+SPEAKER_BOOST = 0.25
+# Hybrid recall: a keyword candidate's score gains VECTOR_WEIGHT x its cosine similarity
+# above VECTOR_FLOOR (rescaled to 0..1); a message the keywords missed enters only when
+# its similarity reaches VECTOR_ONLY_MIN, scored by the vector part alone.
+VECTOR_WEIGHT = 1.0
+VECTOR_FLOOR = 0.1
+VECTOR_ONLY_MIN = 0.5
+# Only the best VECTOR_RERANK keyword candidates are re-scored, and vector-only candidates
+# come from the messages of the best VECTOR_SESSIONS candidate sessions (at most
+# memstrata.search.embedders.VECTOR_SCAN of them): reading vectors is the cost of hybrid recall.
+# With no keyword candidate at all, the newest VECTOR_SCAN vectors are compared.
+VECTOR_RERANK = 300
+VECTOR_SESSIONS = 10
+# Query expansion: the best score of a message under the rewritten sub-queries is added
+# to its score under the question, times EXPANSION_WEIGHT.
+EXPANSION_WEIGHT = 0.5
+# A transcript line starts with its speaker: one to three words, then a colon.
+_SPEAKER = re.compile(r"^\s*([^\W\d_][\w .'-]{0,40}?)\s*:", re.UNICODE)
+
+
+def boost_dates(cands: Iterable[Candidate], windows: Sequence[DateWindow], boost: float) -> int:
+    """Multiply by ``1 + boost`` the score of each candidate written inside a window;
+    return how many were boosted."""
+    boosted = 0
+    if not windows or boost == 0:
+        return 0
+    for cand in cands:
+        if any(w.contains(cand.timestamp) for w in windows):
+            cand.score *= 1 + boost
+            boosted += 1
+    return boosted
+
+
+def speaker_of(text: str) -> str | None:
+    """The speaker of a transcript line ("Caroline: I went ...") in lower case, else None."""
+    match = _SPEAKER.match(text)
+    if match is None or len(match.group(1).split()) > 3:
+        return None
+    return match.group(1).strip().lower()
+
+
+def boost_speakers(
+    conn: sqlite3.Connection, cands: Sequence[Candidate], question: str, boost: float
+) -> int:
+    """Multiply by ``1 + boost`` the score of each candidate whose speaker the question
+    names; return how many were boosted. Reads the first 64 characters of each candidate."""
+    words = {w.lower() for w in re.findall(r"\w+", question)}
+    if not cands or not words or boost == 0:
+        return 0
+    speakers: dict[int, str | None] = {}
+    ids = [c.id for c in cands]
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for mid, head in conn.execute(
+            f"SELECT id, substr(content, 1, 64) FROM messages WHERE id IN ({marks})", chunk
+        ):
+            speakers[int(mid)] = speaker_of(str(head or ""))
+    boosted = 0
+    for cand in cands:
+        speaker = speakers.get(cand.id)
+        if speaker and set(speaker.split()) <= words:
+            cand.score *= 1 + boost
+            boosted += 1
+    return boosted
+
+
+def merge_subqueries(
+    found: dict[int, Candidate], extra: Iterable[Sequence[Candidate]], weight: float
+) -> None:
+    """Add ``weight`` x each message's best score under the sub-queries to its score;
+    messages only the sub-queries found join with that part alone."""
+    best: dict[int, Candidate] = {}
+    for cands in extra:
+        for cand in cands:
+            if cand.id not in best or cand.score > best[cand.id].score:
+                best[cand.id] = cand
+    for mid, cand in best.items():
+        if mid in found:
+            found[mid].score += weight * cand.score
+        else:
+            cand.score *= weight
+            found[mid] = cand
+
+
+def merge_fallback(found: dict[int, Candidate], extra: Sequence[Candidate]) -> None:
+    """Append the fallback's candidates (an explicit query's words) below every candidate
+    of the explicit query itself: what the user asked for exactly stays first."""
+    extra = [c for c in extra if c.id not in found and c.score > 0]
+    if not extra:
+        return
+    floor = min((c.score for c in found.values()), default=1.0)
+    top = max(c.score for c in extra)
+    # Scaled into (0, floor / 2]: below the weakest exact hit, in their own order.
+    scale = (floor / 2) / top if floor > 0 else 1.0 / top
+    for cand in extra:
+        cand.score *= scale
+        found[cand.id] = cand
+
+
+def too_few(found: Iterable[Candidate], want: int, *, sessions: bool) -> bool:
+    """True when ``found`` has fewer than ``want`` messages (or sessions)."""
+    keys = {c.session_id for c in found} if sessions else {c.id for c in found}
+    return len(keys) < want
+
+
+def fuse_vectors(
+    conn: sqlite3.Connection,
+    found: dict[int, Candidate],
+    sims: Mapping[int, float],
+    filters: Filters,
+    *,
+    weight: float = VECTOR_WEIGHT,
+    floor: float = VECTOR_FLOOR,
+    only_min: float = VECTOR_ONLY_MIN,
+) -> int:
+    """Add the vector evidence to ``found`` (message id -> candidate) in place.
+
+    A keyword candidate gains ``weight * max(0, (cos - floor) / (1 - floor))``. A message
+    with no keyword match joins when ``cos >= only_min`` and it passes ``filters`` (read
+    from the database: the similarity scan does not know about roles, sources or
+    sessions), scored by the vector part alone. Returns how many joined that way.
+    """
+    from memstrata.store.sqlite.fulltext import Candidate  # circular at import time
+
+    def part(cos: float) -> float:
+        return weight * max(0.0, (cos - floor) / (1.0 - floor))
+
+    for mid, cand in found.items():
+        cos = sims.get(mid)
+        if cos is not None:
+            cand.score += part(cos)
+    newcomers = [mid for mid, cos in sims.items() if mid not in found and cos >= only_min]
+    if not newcomers:
+        return 0
+    where, params = filters.sql()
+    joined = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    added = 0
+    for start in range(0, len(newcomers), 500):
+        chunk = newcomers[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for mid, sid, ts in conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp FROM messages m{joined} "
+            f"WHERE m.id IN ({marks}){where}",
+            [*chunk, *params],
+        ):
+            found[int(mid)] = Candidate(int(mid), str(sid), float(ts), {}, part(sims[int(mid)]))
+            added += 1
+    return added

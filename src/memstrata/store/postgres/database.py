@@ -1,0 +1,160 @@
+"""Connection discipline for the PostgreSQL stores: a pool, transactions, clear errors.
+
+The twin of :mod:`memstrata.store.sqlite.database` for SQLite:
+
+* one ``psycopg_pool.ConnectionPool`` per store, shared by the threads of a process;
+  connections are in autocommit mode, so every unit of work is an explicit transaction;
+* :meth:`Database.connection` lends a connection inside a transaction; opened again on
+  the same thread it joins the outer transaction (as SQLite's nested ``write()``);
+* durability is ``synchronous_commit`` per connection, set when the pool opens it;
+* psycopg's errors become :mod:`memstrata.errors` ones that say what to do, and the
+  schema is migrated (:mod:`memstrata.store.postgres.schema`) when the pool opens.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memstrata.errors import SessionNotFoundError, SessionStoreError, StorageError
+from memstrata.store.postgres import schema
+
+Durability = Literal["normal", "full"]
+Conn = psycopg.Connection[Any]
+
+# "normal" matches the SQLite store's promise (never corrupts, survives any client crash;
+# a server crash may lose the last commits) and lets the server group commits; "full"
+# waits for every commit to reach the server's disk.
+SYNCHRONOUS_COMMIT: dict[str, str] = {"normal": "off", "full": "on"}
+
+
+def redact(dsn: str) -> str:
+    """The DSN with its password hidden, for error messages and logs."""
+    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+class Database:
+    """A pool of connections to one PostgreSQL database, migrated on open.
+
+    ``size`` bounds the connections kept; ``connect_timeout`` (seconds) bounds the wait
+    for the first one, so an unreachable server fails fast with the fix.
+    """
+
+    def __init__(
+        self, dsn: str, *, size: int, durability: Durability, connect_timeout: float
+    ) -> None:
+        if durability not in SYNCHRONOUS_COMMIT:
+            raise SessionStoreError(f"durability must be 'normal' or 'full', not {durability!r}.")
+        self.dsn = redact(dsn)
+        self.durability: Durability = durability
+        self._local = threading.local()
+        self._closed = False
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(connect_timeout)),
+            },
+            # Set per connection rather than through libpq "options", which would
+            # replace any options (a search_path, say) the DSN carries.
+            configure=self._configure,
+            open=False,
+            name="memstrata",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StorageError(
+                f"Cannot connect to PostgreSQL at {self.dsn} within {connect_timeout:g} s. "
+                "Check that the server runs and the DSN (host, port, user, database) is "
+                "right; `psql DSN` should connect."
+            ) from exc
+        try:
+            with self._pool.connection() as conn:
+                schema.migrate(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _configure(self, conn: Conn) -> None:
+        conn.execute(
+            "SELECT set_config('synchronous_commit', %s, false)",
+            (SYNCHRONOUS_COMMIT[self.durability],),
+        )
+
+    def close(self) -> None:
+        """Close every pooled connection (idempotent)."""
+        self._closed = True
+        self._pool.close()
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Conn]:
+        """A pooled connection outside any transaction (for VACUUM and the like)."""
+        if self._closed:
+            raise StorageError("This store is closed; open a new one.")
+        with self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def connection(self, *, snapshot: bool = False) -> Iterator[Conn]:
+        """One pooled connection inside a transaction: commit on return, roll back on error.
+
+        Opened inside another on the same thread, it joins the outer transaction.
+        ``snapshot`` makes the transaction REPEATABLE READ, so several reads see one
+        state of the database.
+        """
+        held: Conn | None = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        if self._closed:
+            raise StorageError("This store is closed; open a new one.")
+        try:
+            with self._pool.connection() as conn:
+                self._local.conn = conn
+                try:
+                    with conn.transaction():
+                        if snapshot:
+                            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                        yield conn
+                finally:
+                    self._local.conn = None
+        except PoolTimeout as exc:
+            raise StorageError(
+                "No PostgreSQL connection became free in time: raise store.pool_size, or "
+                "check the server's max_connections."
+            ) from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            # The session went between the existence check and the insert (another
+            # process deleted it): the same error as when it was never there.
+            raise SessionNotFoundError(
+                "The session was deleted by another process meanwhile; nothing was written. "
+                "Create it again with create_session() if it is still wanted."
+            ) from exc
+        except psycopg.errors.DataError as exc:
+            raise SessionStoreError(
+                f"PostgreSQL refused a value ({exc}); nothing was written. Check the numbers "
+                "and text passed (integers must fit in 64 bits)."
+            ) from exc
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
+            raise StorageError(
+                f"PostgreSQL aborted the transaction to resolve a conflict ({exc}); it was "
+                "rolled back, so retrying the call is safe."
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise StorageError(
+                f"PostgreSQL failed: {exc}. Check that the server at {self.dsn} is up; "
+                "the transaction was rolled back, so retrying is safe."
+            ) from exc

@@ -1,0 +1,746 @@
+"""Full-text search on PostgreSQL, with the semantics of :mod:`memstrata.store.sqlite.fulltext`.
+
+A query is parsed once by :mod:`memstrata.query.compile` (natural language by default; ``AND``,
+``OR``, ``NOT``, ``"phrases"`` and ``prefix*`` when written; never a syntax error) and
+each term is rendered for the three indexes:
+
+* word    - ``tsv @@ phraseto_tsquery('memstrata_english', ...)`` on the generated, stemmed
+  ``tsvector`` (GIN);
+* trigram - ``ILIKE '%...%'`` on the indexed text (``pg_trgm`` GIN), for code-like terms
+  and quoted phrases that mix scripts;
+* cjk     - a ``tsquery`` of bigrams (``<->`` phrases, ``:*`` for a trailing single
+  character) on the CJK bigram ``tsvector`` (GIN), so 1-2 character words use an index.
+
+A term matches when any index finds it; the query tree combines terms with SQL ``AND``,
+``OR`` and ``NOT``. Ranking is BM25-like: each positive term weighs its IDF (from a
+bounded count of the rows holding it) times its ``ts_rank`` in the row (term frequency
+with length normalisation), each term's rank scaled to its best candidate. As on SQLite,
+candidates are bounded: an OR query scans every row of its rare terms and only the newest
+rows of terms too common to matter; a boolean query ranks its newest ``BOOLEAN_RANKED``
+matches.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import psycopg
+
+from memstrata.errors import SessionStoreError
+from memstrata.query.compile import CompiledQuery, Node, Term, compile_query
+from memstrata.query.dates import DateWindow, spans_of
+from memstrata.query.filters import Filters, make_filters
+from memstrata.store import boosts
+from memstrata.store.postgres import lineage
+from memstrata.store.postgres.codec import sqlite_form
+from memstrata.store.postgres.messages import quote_lexeme
+from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
+from memstrata.store.sqlite.fulltext import (
+    BOOLEAN_RANKED,
+    CANDIDATES,
+    MESSAGE_CANDIDATES,
+    SESSION_HIT_DECAY,
+    SESSION_TOP_HITS,
+    WINDOW_SCORE,
+    Candidate,
+    _check_paging,
+    aggregate_sessions,
+    dated_query,
+    session_results,
+)
+from memstrata.store.sqlite.hits import CONTEXT_CHARS, SNIPPET_CHARS, highlight, highlight_needles
+from memstrata.store.sqlite.hits import text_of as _sqlite_text_of
+from memstrata.store.sqlite.titles import escape_like
+
+if TYPE_CHECKING:
+    from memstrata.store.postgres.store import PostgresSessionStore
+
+Conn = psycopg.Connection[Any]
+Order = Literal["rank", "newest", "oldest"]
+
+# A term held by more rows than this is "common": its IDF is low, and fetching all its
+# rows would make a query's cost grow with the store. It is counted up to here only,
+# and an OR query ranks every row of its rarer terms but only the newest of the common
+# ones. The value of SQLite's fulltext.COMMON_DF, measured there on LoCoMo recall.
+COMMON_DF = 500
+# ts_rank normalisation 1 (rank / (1 + log(length))): of 0, 1, 2 and 8 it agrees best
+# with SQLite's BM25 on the benchmark corpus (tests/test_postgres_store.py measures it).
+RANK_NORMALIZATION = 1
+# The first window of the newest-first walk (see _walk_newest), in rows of the tenant.
+WALK_WINDOW = 2000
+# A row fetched through a GIN bitmap costs about this many rows read by the newest-first
+# walk (scattered heap pages against an id range read in order; measured on the
+# benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
+BITMAP_ROW_COST = 5
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*?)')
+_TEXT = f"({INDEXED_TEXT.replace('coalesce(', 'coalesce(m.')})"
+
+
+@dataclass
+class TermSql:
+    """One positive or negated term as SQL: a match predicate and a rank expression."""
+
+    term: Term
+    pred: str
+    params: list[Any] = field(default_factory=list)
+    rank: str = "0"
+    rank_params: list[Any] = field(default_factory=list)
+
+
+def _unquote(rendered: str) -> tuple[str, bool] | None:
+    """``"text"*`` (an FTS5 rendering of :mod:`memstrata.query.compile`) -> (text, prefix)."""
+    match = _QUOTED.fullmatch(rendered)
+    if match is None:
+        return None
+    return match.group(1).replace('""', '"'), bool(match.group(2))
+
+
+def cjk_tsquery(rendered: str) -> str | None:
+    """The bigram-index rendering of a term as ``tsquery`` text (lexemes quoted verbatim).
+
+    ``"修改 改"`` -> ``'修改' <-> '改'``; ``"苹"*`` -> ``'苹':*``; a parenthesised AND of
+    such groups -> their conjunction.
+    """
+    groups = []
+    for text, prefix in (
+        (m.group(1).replace('""', '"'), m.group(2)) for m in _QUOTED.finditer(rendered)
+    ):
+        tokens = [quote_lexeme(t) for t in text.split(" ") if t]
+        if not tokens:
+            continue
+        if prefix:
+            tokens[-1] += ":*"
+        groups.append(" <-> ".join(tokens))
+    if not groups:
+        return None
+    return " & ".join(f"({g})" for g in groups) if len(groups) > 1 else groups[0]
+
+
+def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
+    """Render one term for the three indexes: a predicate true when any index finds it.
+
+    ``substrings=False`` leaves the trigram index out (see :func:`_word_found`).
+    """
+    preds: list[str] = []
+    params: list[Any] = []
+    ranks: list[str] = []
+    rank_params: list[Any] = []
+    word = _unquote(term.word) if term.word else None
+    if word is not None:
+        text, prefix = word
+        query = f"phraseto_tsquery('{TS_CONFIG}', %s)"
+        if prefix:
+            # The phrase's last lexeme becomes a prefix; an empty phrase stays empty.
+            query = (
+                f"(CASE WHEN numnode({query}) > 0 THEN ({query}::text || ':*')::tsquery "
+                "ELSE ''::tsquery END)"
+            )
+            qparams = [text, text]
+        else:
+            qparams = [text]
+        preds.append(f"m.tsv @@ {query}")
+        params += qparams
+        ranks.append(f"ts_rank(m.tsv, {query}, {RANK_NORMALIZATION})")
+        rank_params += qparams
+    trigram = _unquote(term.trigram) if term.trigram and substrings else None
+    if trigram is not None:
+        pattern = "%" + escape_like(trigram[0]) + "%"
+        preds.append(f"{_TEXT} ILIKE %s")
+        params.append(pattern)
+        # Substring presence: a constant rank, scaled with the term's other evidence.
+        ranks.append(f"(CASE WHEN {_TEXT} ILIKE %s THEN 0.1 ELSE 0 END)")
+        rank_params.append(pattern)
+    cjk = cjk_tsquery(term.cjk) if term.cjk else None
+    if cjk is not None:
+        # cjk is NULL for rows without CJK: the IS NOT NULL keeps the predicate two-valued,
+        # or NOT (a term) would be NULL, not true, on every such row.
+        preds.append("(m.cjk IS NOT NULL AND m.cjk @@ %s::tsquery)")
+        params.append(cjk)
+        ranks.append(f"COALESCE(ts_rank(m.cjk, %s::tsquery, {RANK_NORMALIZATION}), 0)")
+        rank_params.append(cjk)
+    if not preds:
+        return TermSql(term, "FALSE")
+    return TermSql(
+        term,
+        "(" + " OR ".join(preds) + ")",
+        params,
+        " + ".join(ranks),
+        rank_params,
+    )
+
+
+def tree_sql(node: Node) -> tuple[str, list[Any]]:
+    """The boolean predicate of a query tree (``not``: first child and none of the rest)."""
+    if node.op == "term":
+        assert node.term is not None
+        t = term_sql(node.term)
+        return t.pred, t.params
+    parts = [tree_sql(child) for child in node.children]
+    params = [p for _, ps in parts for p in ps]
+    if node.op == "or":
+        return "(" + " OR ".join(s for s, _ in parts) + ")", params
+    if node.op == "and":
+        return "(" + " AND ".join(s for s, _ in parts) + ")", params
+    head, *rest = parts
+    if not rest:
+        return head
+    return (
+        "(" + head[0] + " AND NOT (" + " OR ".join(s for s, _ in rest) + "))",
+        params,
+    )
+
+
+def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
+    """The tenant and the row filters as a WHERE fragment over ``messages m``."""
+    clauses = ["m.namespace = %s"]
+    params: list[Any] = [ns]
+    if not filters.include_inactive:
+        # Rewound or undone rows are hidden; compaction-archived rows stay findable.
+        clauses.append("(m.active = 1 OR m.compacted = 1)")
+    if filters.roles:
+        clauses.append("m.role = ANY(%s)")
+        params.append(list(filters.roles))
+    session_of = "SELECT 1 FROM sessions s WHERE s.namespace = m.namespace AND s.id = m.session_id"
+    if filters.sources:
+        clauses.append(f"EXISTS ({session_of} AND s.source = ANY(%s))")
+        params.append(list(filters.sources))
+    if filters.exclude_sources:
+        clauses.append(f"NOT EXISTS ({session_of} AND s.source = ANY(%s))")
+        params.append(list(filters.exclude_sources))
+    if filters.exclude_session_ids:
+        clauses.append("NOT (m.session_id = ANY(%s))")
+        params.append(list(filters.exclude_session_ids))
+    if filters.since is not None:
+        clauses.append("m.timestamp >= %s")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append("m.timestamp <= %s")
+        params.append(filters.until)
+    return " AND ".join(clauses), params
+
+
+def _word_found(conn: Conn, ns: str, terms: Sequence[Term]) -> set[Term]:
+    """The terms among ``terms`` that the tenant's word index holds at least once."""
+    if not terms:
+        return set()
+    checks = [term_sql(t, substrings=False) for t in terms]
+    row = conn.execute(
+        "SELECT "
+        + ", ".join(
+            f"EXISTS (SELECT 1 FROM messages m WHERE m.namespace = %s AND {c.pred}) AS w{i}"
+            for i, c in enumerate(checks)
+        ),
+        [p for c in checks for p in [ns, *c.params]],
+    ).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    return {t for i, t in enumerate(terms) if row[f"w{i}"]}
+
+
+def _statistics(conn: Conn, ns: str, terms: Sequence[TermSql]) -> tuple[list[int], int]:
+    """Each term's rows (counted up to COMMON_DF) and the tenant's size, in one statement.
+
+    The size comes from the sessions' counters: reading them is far cheaper than
+    counting messages.
+    """
+    counts = [
+        f"(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.namespace = %s "
+        f"AND {t.pred} LIMIT {COMMON_DF}) x{i}) AS d{i}"
+        for i, t in enumerate(terms)
+    ]
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
+        f"AS total{''.join(', ' + c for c in counts)}",
+        [ns, *(p for t in terms for p in [ns, *t.params])],
+    ).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    return [int(row[f"d{i}"]) for i in range(len(terms))], int(row["total"])
+
+
+def _ranked_rows(
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    terms: Sequence[TermSql],
+    *,
+    total: int,
+    selective: bool,
+    exclude: Sequence[int] = (),
+) -> list[dict[str, Any]]:
+    """The newest ``limit`` rows matching ``where``, each with every term's rank.
+
+    The candidates are chosen first (:func:`_newest_ids`), then only they are ranked.
+    """
+    ids = _newest_ids(
+        conn, ns, where, params, limit, total=total, selective=selective, exclude=exclude
+    )
+    if not ids:
+        return []
+    ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
+    rows: list[dict[str, Any]] = conn.execute(
+        f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m WHERE m.id = ANY(%s)",
+        [*(p for t in terms for p in t.rank_params), ids],
+    ).fetchall()
+    return rows
+
+
+def _newest_ids(
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    *,
+    total: int,
+    selective: bool,
+    exclude: Sequence[int] = (),
+) -> list[int]:
+    """Ids of the newest ``limit`` rows matching ``where`` (which scopes to ``ns``).
+
+    Two plans give the same rows. Matches of common terms are found by walking the
+    tenant's rows newest first (:func:`_walk_newest`), which stops as soon as it has
+    enough; selective predicates, and walks that turn out to need too many rows, fetch
+    every match through the GIN indexes and keep the newest. The choice is made here,
+    not by the planner: it assumes a tenant's rows spread evenly over the table's ids and
+    would walk the whole table backwards past other tenants' newer rows.
+    """
+    skip = " AND NOT (m.id = ANY(%s))" if exclude else ""
+    args = [*params, *([list(exclude)] if exclude else [])]
+    if not selective:
+        walked = _walk_newest(conn, ns, where + skip, args, limit, total)
+        if walked is not None:
+            return walked
+    # MATERIALIZED: every match through the indexes, then the newest; without it the
+    # planner may prefer an ordered backward scan of the whole table (see above).
+    rows = conn.execute(
+        f"WITH hits AS MATERIALIZED (SELECT m.id FROM messages m WHERE {where}{skip}) "
+        "SELECT id FROM hits ORDER BY id DESC LIMIT %s",
+        [*args, limit],
+    ).fetchall()
+    return [int(r["id"]) for r in rows]
+
+
+def _walk_newest(
+    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+) -> list[int] | None:
+    """The newest ``limit`` matches, by reading the tenant's rows newest first.
+
+    Windows of the tenant's newest rows (``idx_messages_ns_id``) are tested against
+    ``where`` until ``limit`` matches are found or the tenant ends. After each window the
+    matches seen so far estimate how many rows the rest needs, which sizes the next
+    window; None means fetching every match through the GIN indexes is cheaper.
+    """
+    found: list[int] = []
+    scanned = 0
+    below: int | None = None
+    window = WALK_WINDOW
+    while True:
+        bound = "" if below is None else " AND id < %s"
+        bound_args = [] if below is None else [below]
+        # The window is an id range: the tenant's first and window-th rows below
+        # ``below``, found on idx_messages_ns_id ("namespace = ANY" with ORDER BY
+        # namespace is an order only that index yields, so the planner cannot pick a
+        # backward scan of the primary key past other tenants' newer rows). The range
+        # is then read in id order, which costs far less per row than looking each id up.
+        edge = (
+            "SELECT id FROM messages WHERE namespace = ANY(%s)"
+            f"{bound} ORDER BY namespace DESC, id DESC OFFSET %s LIMIT 1"
+        )
+        row = conn.execute(
+            f"WITH hi AS MATERIALIZED ({edge}), lo AS MATERIALIZED ({edge}) "
+            "SELECT (SELECT id FROM lo) AS low, "
+            f"ARRAY(SELECT m.id FROM messages m WHERE {where} "
+            "AND m.id >= COALESCE((SELECT id FROM lo), 0) AND m.id <= (SELECT id FROM hi) "
+            "ORDER BY m.id DESC LIMIT %s) AS ids",
+            [
+                *[[ns], *bound_args, 0],
+                *[[ns], *bound_args, window - 1],
+                *params,
+                limit - len(found),
+            ],
+        ).fetchone()
+        assert row is not None  # a SELECT without FROM returns one row
+        found += [int(i) for i in row["ids"]]
+        if len(found) >= limit or row["low"] is None:  # enough, or the tenant's end
+            return found[:limit]
+        scanned += window
+        below = int(row["low"])
+        # Rows still to read at the rate seen so far, against every match by bitmap.
+        rate = len(found) / scanned
+        if rate == 0:
+            return None
+        needed = (limit - len(found)) / rate
+        if needed > BITMAP_ROW_COST * rate * total:
+            return None
+        # The next window: what the rate says is left (with a margin), growing at most
+        # fourfold so that a rate read from few rows cannot send one huge window.
+        window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4))
+
+
+def _score(
+    rows: Sequence[dict[str, Any]], dfs: Sequence[int], total: int, n_terms: int
+) -> list[Candidate]:
+    """BM25-like scores of the candidate rows, best first.
+
+    Each term weighs its BM25 IDF (the +1 keeps it positive for terms in most rows) times
+    its rank in the row scaled to the term's best candidate; the best hit scores 1.0.
+    """
+    idf = [math.log(1 + (max(total, df) - df + 0.5) / (df + 0.5)) for df in dfs]
+    best = [max((float(r[f"r{i}"]) for r in rows), default=0.0) for i in range(n_terms)]
+    cands = []
+    for r in rows:
+        score = sum(idf[i] * float(r[f"r{i}"]) / best[i] for i in range(n_terms) if best[i] > 0)
+        cands.append(
+            Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, score)
+        )
+    top = max((c.score for c in cands), default=0.0)
+    for c in cands:
+        c.score = c.score / top if top > 0 else 0.0
+    cands.sort(key=lambda c: (-c.score, -c.id))
+    return cands
+
+
+def collect_candidates(
+    conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
+) -> list[Candidate]:
+    """The rows matching ``compiled`` under ``filters``: ranked, or newest/oldest first."""
+    if compiled.tree is None:
+        return []
+    where, params = filter_sql(ns, filters)
+    pred, pred_params = tree_sql(compiled.tree)
+    if order != "rank":
+        direction = "DESC" if order == "newest" else "ASC"
+        rows = conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} AND {pred} "
+            f"ORDER BY m.timestamp {direction}, m.id {direction} LIMIT %s",
+            [*params, *pred_params, k],
+        ).fetchall()
+        return [
+            Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
+        ]
+    positives = list(dict.fromkeys(compiled.tree.positive_terms()))
+    if compiled.leaves is not None:
+        # As on SQLite, substring matching (the costliest scan) serves a natural query's
+        # term only when the word index does not know the term at all.
+        known = _word_found(conn, ns, [t for t in positives if t.trigram and t.word])
+        renders = [term_sql(t, substrings=t not in known) for t in positives]
+    else:
+        renders = [term_sql(t) for t in positives]
+    terms = [t for t in renders if t.pred != "FALSE"]
+    if not terms:
+        return []
+    dfs, total = _statistics(conn, ns, terms)
+    if compiled.leaves is None:
+        # Boolean query: rank its newest BOOLEAN_RANKED matches. With only rare positive
+        # terms the matches are few and the indexes find them all.
+        ranked = _ranked_rows(
+            conn,
+            ns,
+            f"{where} AND {pred}",
+            [*params, *pred_params],
+            BOOLEAN_RANKED,
+            terms,
+            total=total,
+            selective=max(dfs) < COMMON_DF,
+        )
+        return _score(ranked, dfs, total, len(terms))
+    # An OR of terms: every row of the rare terms, then the newest rows of common ones.
+    rare = [t for t, df in zip(terms, dfs, strict=True) if df < COMMON_DF]
+    common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
+    found: list[dict[str, Any]] = []
+    if rare:
+        ors = " OR ".join(t.pred for t in rare)
+        found = _ranked_rows(
+            conn,
+            ns,
+            f"{where} AND ({ors})",
+            [*params, *(p for t in rare for p in t.params)],
+            COMMON_DF * len(rare),
+            terms,
+            total=total,
+            selective=True,
+        )
+    for joiner in (" AND ", " OR "):
+        if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
+            continue
+        found += _ranked_rows(
+            conn,
+            ns,
+            f"{where} AND ({joiner.join(t.pred for t in common)})",
+            [*params, *(p for t in common for p in t.params)],
+            k - len(found),
+            terms,
+            total=total,
+            selective=False,
+            exclude=[int(r["id"]) for r in found],
+        )
+    return _score(found, dfs, total, len(terms))
+
+
+def _text_of(content: str | None) -> str:
+    return _sqlite_text_of(sqlite_form(content))
+
+
+def hit_dicts(
+    conn: Conn,
+    ns: str,
+    compiled: CompiledQuery,
+    page: Sequence[Candidate],
+    filters: Filters,
+    *,
+    context: bool = True,
+) -> list[dict[str, Any]]:
+    """The final page as result dicts (snippets, session fields, neighbours)."""
+    if not page:
+        return []
+    ids = [c.id for c in page]
+    rows = {
+        int(r["id"]): r
+        for r in conn.execute(
+            "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
+            "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
+            "JOIN sessions s ON s.namespace = m.namespace AND s.id = m.session_id "
+            "WHERE m.namespace = %s AND m.id = ANY(%s)",
+            (ns, ids),
+        ).fetchall()
+    }
+    needles = highlight_needles(compiled)
+    contexts = _contexts(conn, ns, ids, filters.include_inactive) if context else {}
+    out: list[dict[str, Any]] = []
+    for cand in page:
+        row = rows.get(cand.id)
+        if row is None:  # deleted between the two reads
+            continue
+        fields = [_text_of(row["content"]), row["tool_name"] or "", row["tool_calls"] or ""]
+        chosen = next(
+            (f for f in fields if any(n in f.lower() for n in needles)),
+            fields[0] or fields[1] or fields[2],
+        )
+        hit: dict[str, Any] = {
+            "id": cand.id,
+            "session_id": row["session_id"],
+            "role": row["role"],
+            "snippet": highlight(chosen, needles, SNIPPET_CHARS),
+            "timestamp": row["timestamp"],
+            "tool_name": row["tool_name"],
+            "source": row["source"],
+            "model": row["model"],
+            "session_started": row["started_at"],
+            "score": round(cand.score, 6),
+        }
+        if context:
+            hit["context"] = contexts.get(cand.id, [])
+        out.append(hit)
+    return out
+
+
+def _contexts(
+    conn: Conn, ns: str, ids: Sequence[int], include_inactive: bool
+) -> dict[int, list[dict[str, str]]]:
+    """The previous and next visible message of each hit, in two statements for the page."""
+    visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
+    same = "n.namespace = m.namespace AND n.session_id = m.session_id"
+    neighbours = conn.execute(
+        f"SELECT m.id, "
+        f"(SELECT n.id FROM messages n WHERE {same} AND n.id < m.id{visible} "
+        "ORDER BY n.id DESC LIMIT 1) AS prev, "
+        f"(SELECT n.id FROM messages n WHERE {same} AND n.id > m.id{visible} "
+        "ORDER BY n.id ASC LIMIT 1) AS next "
+        "FROM messages m WHERE m.namespace = %s AND m.id = ANY(%s)",
+        (ns, list(ids)),
+    ).fetchall()
+    wanted = sorted({int(r[k]) for r in neighbours for k in ("prev", "next") if r[k] is not None})
+    texts: dict[int, dict[str, str]] = {}
+    if wanted:
+        for r in conn.execute(
+            "SELECT id, role, content FROM messages WHERE namespace = %s AND id = ANY(%s)",
+            (ns, wanted),
+        ).fetchall():
+            texts[int(r["id"])] = {
+                "role": r["role"],
+                "content": _text_of(r["content"])[:CONTEXT_CHARS],
+            }
+    return {
+        int(r["id"]): [
+            texts[int(r[k])] for k in ("prev", "next") if r[k] is not None and int(r[k]) in texts
+        ]
+        for r in neighbours
+    }
+
+
+def search_messages(
+    store: PostgresSessionStore,
+    query: str | None,
+    *,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    sort: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    include_inactive: bool = False,
+    dates: bool = True,
+) -> list[dict[str, Any]]:
+    """Search the tenant's messages; the arguments and hits of
+    :func:`memstrata.store.sqlite.fulltext.search_messages` (``dates``: the date awareness of
+    :func:`memstrata.store.sqlite.fulltext.dated_query`, for a ranked search)."""
+    _check_paging(limit, offset, sort, query)
+    filters = make_filters(
+        role_filter=role_filter,
+        source_filter=source_filter,
+        exclude_sources=exclude_sources,
+        exclude_session_ids=exclude_session_ids,
+        since=since,
+        until=until,
+        include_inactive=include_inactive,
+    )
+    order: Order = "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
+    k = max(MESSAGE_CANDIDATES, offset + limit)
+    with store.connection(snapshot=True) as conn:
+        if order == "rank":
+            compiled, cands = rank_query(
+                conn, store.namespace, query, filters, k=k, dates=dates, want=offset + limit
+            )
+        else:
+            compiled = compile_query(query)
+            if compiled.is_empty:
+                return []
+            cands = collect_candidates(conn, store.namespace, compiled, filters, k=k, order=order)
+        return hit_dicts(conn, store.namespace, compiled, cands[offset : offset + limit], filters)
+
+
+def rank_query(
+    conn: Conn,
+    ns: str,
+    query: str | None,
+    filters: Filters,
+    *,
+    k: int,
+    dates: bool = True,
+    want: int = 0,
+    by_session: bool = False,
+) -> tuple[CompiledQuery, list[Candidate]]:
+    """Ranked candidates with the dates a query names as evidence, as on SQLite.
+
+    The dates leave the keywords and boost the messages written then
+    (``memstrata.store.boosts.DATE_BOOST``); a query made only of a date also fetches
+    the newest messages written inside it. An explicit query that finds fewer than
+    ``want`` messages (sessions, with ``by_session``) adds its fallback below its hits.
+    """
+    compiled, windows, date_only = dated_query(query, dates=dates)
+    cands = (
+        collect_candidates(conn, ns, compiled, filters, k=k, order="rank")
+        if not compiled.is_empty
+        else []
+    )
+    fallback = compiled.fallback
+    if fallback is not None and want and boosts.too_few(cands, want, sessions=by_session):
+        found = {c.id: c for c in cands}
+        fallen = collect_candidates(conn, ns, fallback, filters, k=k, order="rank")
+        boosts.merge_fallback(found, fallen)
+        cands = list(found.values())
+    if date_only:
+        seen = {c.id for c in cands}
+        cands += [c for c in _window_candidates(conn, ns, windows, filters, k) if c.id not in seen]
+    boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
+    cands.sort(key=lambda c: (-c.score, -c.id))
+    return compiled, cands
+
+
+def _window_candidates(
+    conn: Conn, ns: str, windows: Sequence[DateWindow], filters: Filters, k: int
+) -> list[Candidate]:
+    """The tenant's newest ``k`` messages written inside the windows (on the tenant's
+    timestamp index)."""
+    first = last = None
+    if any(w.month is not None for w in windows):
+        row = conn.execute(
+            "SELECT min(timestamp) AS first, max(timestamp) AS last FROM messages "
+            "WHERE namespace = %s",
+            (ns,),
+        ).fetchone()
+        if row is not None:
+            first, last = row["first"], row["last"]
+    spans = spans_of(windows, first, last)
+    if not spans:
+        return []
+    where, params = filter_sql(ns, filters)
+    inside = " OR ".join("(m.timestamp >= %s AND m.timestamp < %s)" for _ in spans)
+    rows = conn.execute(
+        f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} AND ({inside}) "
+        "ORDER BY m.timestamp DESC LIMIT %s",
+        [*params, *(bound for span in spans for bound in span), k],
+    ).fetchall()
+    return [
+        Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, WINDOW_SCORE)
+        for r in rows
+    ]
+
+
+def search_sessions(
+    store: PostgresSessionStore,
+    query: str | None,
+    *,
+    limit: int = 10,
+    role_filter: str | Iterable[str] | None = None,
+    source_filter: str | Iterable[str] | None = None,
+    exclude_sources: str | Iterable[str] | None = None,
+    exclude_session_ids: str | Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    include_inactive: bool = False,
+    by_lineage: bool = False,
+    top_hits: int = SESSION_TOP_HITS,
+    hit_decay: float = SESSION_HIT_DECAY,
+    dates: bool = True,
+) -> list[dict[str, Any]]:
+    """Rank the tenant's sessions for ``query`` as
+    :func:`memstrata.store.sqlite.fulltext.search_sessions` does (its best ``top_hits`` messages,
+    the i-th weighted ``hit_decay ** i``, the dates the query names as evidence); the same result
+    keys. Speaker and embedding evidence are SQLite-only for now."""
+    _check_paging(limit, 0, None, query)
+    if top_hits < 1:
+        raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
+    if not isinstance(hit_decay, int | float) or not 0 < hit_decay <= 1:
+        raise SessionStoreError(
+            f"hit_decay must be a number in (0, 1] (1 sums the best hits), got {hit_decay!r}."
+        )
+    filters = make_filters(
+        role_filter=role_filter,
+        source_filter=source_filter,
+        exclude_sources=exclude_sources,
+        exclude_session_ids=exclude_session_ids,
+        since=since,
+        until=until,
+        include_inactive=include_inactive,
+    )
+    ns = store.namespace
+    with store.connection(snapshot=True) as conn:
+        compiled, cands = rank_query(
+            conn, ns, query, filters, k=CANDIDATES, dates=dates, want=limit, by_session=True
+        )
+        if not cands:
+            return []
+        sids = {c.session_id for c in cands}
+        roots = lineage.lineage_roots(conn, ns, sids) if by_lineage else {sid: sid for sid in sids}
+        ranked = aggregate_sessions(cands, roots, top_hits=top_hits, decay=hit_decay)[:limit]
+        best = [group[0] for _, group in ranked]
+        hits = {h["id"]: h for h in hit_dicts(conn, ns, compiled, best, filters, context=False)}
+        titles = {
+            str(r["id"]): r["title"]
+            for r in conn.execute(
+                "SELECT id, title FROM sessions WHERE namespace = %s AND id = ANY(%s)",
+                (ns, [c.session_id for c in best]),
+            ).fetchall()
+        }
+    return session_results(
+        ranked, hits, titles, by_lineage=by_lineage, top_hits=top_hits, hit_decay=hit_decay
+    )
