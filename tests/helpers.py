@@ -5,10 +5,12 @@ Test modules import it as ``helpers``: pytest puts the tests folder on ``sys.pat
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,8 @@ HARDENING_LOG_ENV = "MEMSTRATA_TEST_HARDENING_LOG"
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 # Every table holding a tenant's rows, children first.
 _NAMESPACED_TABLES = (
+    "message_vectors",
+    "query_expansions",
     "summary_cache",
     "state_meta",
     "curated_memory",
@@ -81,3 +85,26 @@ NATO_WORDS = [
     "kilo",
     "lima",
 ]
+
+
+@contextlib.contextmanager
+def traced_reads(store: Any) -> Iterator[list[str]]:
+    """Run the SQLite store's reads inside the block on one connection and collect every
+    statement they execute (to check which indexes a search uses)."""
+    from memstrata.store.sqlite.transaction import SQLiteTransaction
+
+    statements: list[str] = []
+    with store.read_conn() as conn:
+        conn.set_trace_callback(statements.append)
+
+        @contextlib.contextmanager
+        def on_this_connection(*, write: bool = False, snapshot: bool = False) -> Iterator[Any]:
+            assert not write, "traced_reads is for searches"
+            yield SQLiteTransaction(conn)
+
+        store._transaction = on_this_connection
+        try:
+            yield statements
+        finally:
+            del store._transaction
+            conn.set_trace_callback(None)

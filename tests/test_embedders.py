@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,10 +17,11 @@ from memstrata.search.embedders import (
     encode_vector,
     index_pending,
     pending_count,
-    vector_scores,
 )
 from memstrata.search.openai_embedder import OpenAIEmbedder
+from memstrata.store.base import BaseSessionStore
 from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, cosines
 from memstrata.testing import FakeLLMServer
 
 
@@ -134,23 +135,38 @@ def test_bad_embedders_get_clear_errors(store: SessionStore) -> None:
     assert vector_rows(store) == []  # nothing half-written
 
 
+def vector_scores(
+    store: BaseSessionStore,
+    model: str,
+    query: list[float],
+    *,
+    message_ids: Sequence[int] = (),
+    session_ids: Sequence[str] = (),
+    scan: int = VECTOR_SCAN,
+    recent: int = VECTOR_RECENT,
+) -> dict[int, float]:
+    """Cosines of ``query`` with the vectors a search would compare (the store's read side)."""
+    with store._transaction() as tx:
+        blobs = tx.stored_vectors(model, message_ids, session_ids, scan, recent)
+    return cosines(blobs, query)
+
+
 def test_vector_scores_scan_and_candidates(store: SessionStore) -> None:
     index_pending(store, CountingEmbedder())
-    with store.read_conn() as conn:
-        query = CountingEmbedder().embed(["gamma banana"])[0]
-        everything = vector_scores(conn, "counting", query)
-        assert set(everything) == {1, 3, 4}  # the empty message has no vector
-        assert max(everything, key=lambda k: everything[k]) == 3
-        assert everything[3] == pytest.approx(1.0, abs=1e-5)
-        # With no scan only the named candidates are compared.
-        only = vector_scores(conn, "counting", query, message_ids=[1], scan=0, recent=0)
-        assert set(only) == {1}
-        # A candidate session's messages are compared; the store's newest one too.
-        by_session = vector_scores(conn, "counting", query, session_ids=["s1"], recent=1)
-        assert set(by_session) == {1, 3, 4}
-        assert set(vector_scores(conn, "counting", query, session_ids=["s2"], recent=0)) == {4}
-        assert vector_scores(conn, "other-model", query) == {}
-        assert vector_scores(conn, "counting", [0.0, 0.0, 0.0, 0.0]) == {}
+    query = CountingEmbedder().embed(["gamma banana"])[0]
+    everything = vector_scores(store, "counting", query)
+    assert set(everything) == {1, 3, 4}  # the empty message has no vector
+    assert max(everything, key=lambda k: everything[k]) == 3
+    assert everything[3] == pytest.approx(1.0, abs=1e-5)
+    # With no scan only the named candidates are compared.
+    only = vector_scores(store, "counting", query, message_ids=[1], scan=0, recent=0)
+    assert set(only) == {1}
+    # A candidate session's messages are compared; the store's newest one too.
+    by_session = vector_scores(store, "counting", query, session_ids=["s1"], recent=1)
+    assert set(by_session) == {1, 3, 4}
+    assert set(vector_scores(store, "counting", query, session_ids=["s2"], recent=0)) == {4}
+    assert vector_scores(store, "other-model", query) == {}
+    assert vector_scores(store, "counting", [0.0, 0.0, 0.0, 0.0]) == {}
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +180,7 @@ def test_openai_embedder_over_http(store: SessionStore, embed_server: FakeLLMSer
     embedder = OpenAIEmbedder(client)
     assert (embedder.name, embedder.dims) == ("openai:emb-small", 16)
     assert index_pending(store, embedder) == 4
-    with store.read_conn() as conn:
-        sims = vector_scores(conn, embedder.name, embedder.embed(["banana gamma"])[0])
+    sims = vector_scores(store, embedder.name, embedder.embed(["banana gamma"])[0])
     assert max(sims, key=lambda k: sims[k]) == 3  # shares both words
     paths = [r.path for r in embed_server.requests]
     assert all(p.endswith("/embeddings") for p in paths) and len(paths) >= 2
@@ -227,9 +242,9 @@ def test_minilm_embeddings_match_the_reference(minilm: object) -> None:
 
 
 def test_a_store_without_vectors_is_refused() -> None:
-    with pytest.raises(SessionStoreError, match="SQLite session store"):
+    with pytest.raises(SessionStoreError, match="not a session store"):
         index_pending(object(), CountingEmbedder())  # type: ignore[arg-type]
-    with pytest.raises(SessionStoreError, match="SQLite session store"):
+    with pytest.raises(SessionStoreError, match="not a session store"):
         pending_count(object(), "counting")  # type: ignore[arg-type]
 
 

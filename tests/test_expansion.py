@@ -11,7 +11,7 @@ import pytest
 from memstrata.errors import SessionStoreError
 from memstrata.llm import OpenAIClient
 from memstrata.search.expansion import cached_expansion, expand_query, parse_subqueries
-from memstrata.store.sqlite.fulltext import search_sessions
+from memstrata.store.base import search_sessions
 from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 

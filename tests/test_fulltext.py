@@ -9,8 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import traced_reads
 from memstrata.errors import SessionStoreError
-from memstrata.store.sqlite.fulltext import highlight, search_messages, search_sessions
+from memstrata.store import base as store_base
+from memstrata.store.base import search_messages, search_sessions
+from memstrata.store.hits import highlight
 from memstrata.store.sqlite.store import SessionStore
 
 
@@ -179,14 +182,9 @@ def test_bad_arguments_raise_clear_errors(store: SessionStore) -> None:
 
 def test_cjk_one_and_two_characters_use_the_bigram_index(store: SessionStore) -> None:
     """1- and 2-character Chinese queries hit through the index, never a LIKE scan."""
-    statements: list[str] = []
-    with store.read_conn() as conn:
-        conn.set_trace_callback(statements.append)
-        try:
-            one = search_messages(conn, "服")
-            two = search_messages(conn, "服务")
-        finally:
-            conn.set_trace_callback(None)
+    with traced_reads(store) as statements:
+        one = search_messages(store, "服")
+        two = search_messages(store, "服务")
     assert {h["id"] for h in one} == {8, 9}
     assert {h["id"] for h in two} == {8, 9}
     assert ">>>服务<<<" in two[0]["snippet"]
@@ -397,7 +395,7 @@ def test_boolean_query_with_many_matches_ranks_the_newest(
         exact = [h["id"] for h in search_messages(s, "deploy NOT desert", limit=40)]
         assert exact[0] == 1 and 32 not in exact and len(exact) == 31
         monkeypatch.setattr(ft, "BOOLEAN_RANKED", 10)
-        monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 5)
+        monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 5)
         capped = [h["id"] for h in search_messages(s, "deploy NOT desert", limit=5)]
         # Only the 10 newest matches (ids 22-31) were scored; the excluded row stays out.
         assert len(capped) == 5 and set(capped) <= set(range(22, 32))

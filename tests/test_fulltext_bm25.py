@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import memstrata.store.sqlite.bm25 as bm25
 from helpers import NATO_WORDS
 from memstrata.query.compile import compile_query
-from memstrata.store.sqlite.fulltext import COLUMN_WEIGHTS, search_messages
+from memstrata.store import base as store_base
+from memstrata.store.base import search_messages
+from memstrata.store.sqlite.fulltext import COLUMN_WEIGHTS
 from memstrata.store.sqlite.store import SessionStore
 
 WORDS = NATO_WORDS
@@ -174,7 +176,7 @@ def test_search_ranks_a_large_boolean_query_without_bm25(
 
     monkeypatch.setattr(bm25, "EXACT_ROWS", -1)
     monkeypatch.setattr(ft, "BOOLEAN_RANKED", 50)
-    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 20)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 20)
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
         filler = [
@@ -256,11 +258,11 @@ def test_own_scoring_never_raises_and_keeps_to_the_matches(
     at most a page of distinct hits."""
     import memstrata.store.sqlite.fulltext as ft
 
-    saved = bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES
-    bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES = -1, 40, 20
+    saved = bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, store_base.MESSAGE_CANDIDATES
+    bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, store_base.MESSAGE_CANDIDATES = -1, 40, 20
     try:
         hits = search_messages(busy_store, query, limit=10)
     finally:
-        bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, ft.MESSAGE_CANDIDATES = saved
+        bm25.EXACT_ROWS, ft.BOOLEAN_RANKED, store_base.MESSAGE_CANDIDATES = saved
     ids = [h["id"] for h in hits]
     assert len(ids) == len(set(ids)) <= 10

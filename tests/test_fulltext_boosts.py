@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from memstrata.store.base import search_sessions
 from memstrata.store.boosts import merge_subqueries, speaker_of
-from memstrata.store.sqlite.fulltext import Candidate, aggregate_sessions, search_sessions
+from memstrata.store.rank import Candidate, aggregate_sessions
 from memstrata.store.sqlite.store import SessionStore
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from memstrata.errors import SessionStoreError
 from memstrata.query.dates import find_dates, strip_dates
-from memstrata.store.sqlite.fulltext import search_messages, search_sessions
+from memstrata.store.base import search_messages, search_sessions
 from memstrata.store.sqlite.store import SessionStore
 
 

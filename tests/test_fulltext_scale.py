@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 
 import memstrata.store.sqlite.fulltext as ft
+from helpers import traced_reads
 from memstrata.query.compile import compile_query
-from memstrata.store.sqlite.fulltext import lineage_roots, make_filters, search_messages
+from memstrata.query.filters import make_filters
+from memstrata.store import base as store_base
+from memstrata.store.base import search_messages
+from memstrata.store.lineage import lineage_roots
 from memstrata.store.sqlite.store import SessionStore
 
 
@@ -59,12 +63,9 @@ def test_presence_from_the_index_scores_as_the_text_would(
 ) -> None:
     """Every candidate scores the IDF of the words its text holds, without reading text."""
     monkeypatch.setattr(ft, "COMMON_DF", 5)
-    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
-    with store.read_conn() as conn:
-        statements: list[str] = []
-        conn.set_trace_callback(statements.append)
-        hits = search_messages(conn, "kafka redis nginx", limit=40)
-        conn.set_trace_callback(None)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 40)
+    with traced_reads(store) as statements:
+        hits = search_messages(store, "kafka redis nginx", limit=40)
     # The newest rows (the fill, ids 17-40) were settled without reading their text; a
     # text read may only serve the "every term" step.
     read = [s for s in statements if "SELECT id, content, tool_name" in s]
@@ -80,14 +81,11 @@ def test_a_filter_below_the_walks_falls_back_to_the_text(
 ) -> None:
     """Rows the per-term walks did not reach (a filter skipped rows) are read and checked."""
     monkeypatch.setattr(ft, "COMMON_DF", 5)
-    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 10)
-    with store.read_conn() as conn:
-        statements: list[str] = []
-        conn.set_trace_callback(statements.append)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 10)
+    with traced_reads(store) as statements:
         # The newest user rows are older than the newest 10 rows of "nginx" (assistant
         # rows): its walk does not reach them, so their text settles it.
-        hits = search_messages(conn, "kafka redis nginx", role_filter="user", limit=10)
-        conn.set_trace_callback(None)
+        hits = search_messages(store, "kafka redis nginx", role_filter="user", limit=10)
     assert [s for s in statements if "SELECT id, content, tool_name" in s]
     assert hits and all(h["role"] == "user" for h in hits)
     assert hits[0]["id"] == 1
@@ -99,7 +97,7 @@ def test_multi_word_terms_are_checked_after_the_single_word_and(
 ) -> None:
     """``auth-api`` (a phrase) joins the AND through the text of the single-word matches."""
     monkeypatch.setattr(ft, "COMMON_DF", 5)
-    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 4)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 4)
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
         s.append_messages(
@@ -114,7 +112,7 @@ def test_multi_word_terms_are_checked_after_the_single_word_and(
         # only one holding both terms, is found by the whole AND and ranks first.
         hits = search_messages(s, "timeout auth-api", limit=4)
         assert hits[0]["id"] == 1
-        monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
+        monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 40)
         # Complete (fewer than 2k rows): checked on the text, same answer.
         assert search_messages(s, "timeout auth-api", limit=4)[0]["id"] == 1
         # "auth and api" in one message is not the phrase: those rows rank below.
@@ -147,8 +145,8 @@ def test_lineage_roots_walks_only_children(tmp_path: Path) -> None:
         with s.write() as conn:
             # Damaged data: a parent loop must not run away.
             conn.execute("UPDATE sessions SET parent_session_id = 'y' WHERE id = 'x'")
-        with s.read_conn() as conn:
-            roots = lineage_roots(conn, ["r", "c1", "c2", "lone", "missing", "y"])
+        with s._transaction() as tx:
+            roots = lineage_roots(tx, ["r", "c1", "c2", "lone", "missing", "y"])
     assert roots["r"] == roots["c1"] == roots["c2"] == "r"
     assert roots["lone"] == "lone" and roots["missing"] == "missing"
     assert roots["y"] in {"x", "y"}
@@ -173,7 +171,7 @@ def test_a_dense_term_is_checked_as_a_word_start(
     """A term in over a tenth of the rows is checked on text, where ``run`` must start a
     word: ``truncate`` does not hold it."""
     monkeypatch.setattr(ft, "COMMON_DF", 5)
-    monkeypatch.setattr(ft, "MESSAGE_CANDIDATES", 40)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 40)
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
         s.append_messages(
@@ -187,11 +185,8 @@ def test_a_dense_term_is_checked_as_a_word_start(
                 for i in range(150)
             ],
         )
-        with s.read_conn() as conn:
-            statements: list[str] = []
-            conn.set_trace_callback(statements.append)
-            hits = search_messages(conn, "run deploy", limit=40)
-            conn.set_trace_callback(None)
+        with traced_reads(s) as statements:
+            hits = search_messages(s, "run deploy", limit=40)
     # The dense term was not walked in the AND.
     assert not [x for x in statements if '"run" AND' in x or 'AND "run"' in x]
     assert hits[0]["id"] == 1

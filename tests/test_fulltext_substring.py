@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstrata.query.compile import compile_query
+from memstrata.store.base import search_messages
 from memstrata.store.sqlite import substring
-from memstrata.store.sqlite.fulltext import search_messages
 from memstrata.store.sqlite.store import SessionStore
 
 MESSAGES = [

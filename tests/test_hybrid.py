@@ -11,7 +11,7 @@ import pytest
 from memstrata.errors import ConfigError
 from memstrata.search.embedders import embedder_from_config, index_pending
 from memstrata.store import boosts as fulltext_boosts
-from memstrata.store.sqlite.fulltext import search_messages, search_sessions
+from memstrata.store.base import search_messages, search_sessions
 from memstrata.store.sqlite.store import SessionStore
 
 # Each word pulls its text towards one concept axis; the last axis is a constant so no

@@ -51,6 +51,7 @@ def test_memstrata_postgres_is_a_kept_alias() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from memstrata.postgres import PostgresSessionStore
+
         from memstrata.store.postgres import PostgresSessionStore as Same
 
     assert PostgresSessionStore is Same

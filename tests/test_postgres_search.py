@@ -301,15 +301,11 @@ def test_dates_in_a_question_are_evidence_on_both_backends(
 ) -> None:
     """A named date boosts what was written then, and a question made only of a date
     fetches it: the same answers from PostgreSQL as from SQLite."""
-    from memstrata.store.postgres.search import search_sessions as pg_sessions
-    from memstrata.store.sqlite.fulltext import search_sessions as lite_sessions
-
     answers = []
     for store in (lite, pg):
         _dated_sessions(store)
         if call == "sessions":
-            search = lite_sessions if store is lite else pg_sessions
-            ids = [h["session_id"] for h in search(store, question)]  # type: ignore[arg-type]
+            ids = [h["session_id"] for h in store.search_sessions(question)]
         else:
             ids = [h["session_id"] for h in store.search_messages(question)]
         answers.append(ids[0] if isinstance(expected, str) and ids else ids)
@@ -317,14 +313,12 @@ def test_dates_in_a_question_are_evidence_on_both_backends(
 
 
 def test_dates_can_be_turned_off_on_postgres(pg: PostgresSessionStore) -> None:
-    from memstrata.store.postgres.search import search_sessions
-
     _dated_sessions(pg)
     question = "Which concert did Maria attend on 7 July, 2023?"
-    assert search_sessions(pg, question)[0]["session_id"] == "july"
+    assert pg.search_sessions(question)[0]["session_id"] == "july"
     # Without date awareness the ranking is keywords alone: the words of the date find
     # nothing, and the sessions repeating "concert" come first.
-    assert search_sessions(pg, question, dates=False)[0]["session_id"] != "july"
+    assert pg.search_sessions(question, dates=False)[0]["session_id"] != "july"
 
 
 def test_sessions_group_by_lineage_as_on_sqlite(
@@ -332,9 +326,6 @@ def test_sessions_group_by_lineage_as_on_sqlite(
 ) -> None:
     """With by_lineage, a compression child and its parent are reported once, and a
     delegate keeps its own entry: the same groups on both backends."""
-    from memstrata.store.postgres.search import search_sessions as pg_sessions
-    from memstrata.store.sqlite.fulltext import search_sessions as lite_sessions
-
     grouped = []
     for store in (lite, pg):
         store.create_session("root", started_at=1.0)
@@ -345,9 +336,8 @@ def test_sessions_group_by_lineage_as_on_sqlite(
         store.append_message("child", "user", "postgres billing migration is done")
         store.create_session("other", started_at=3.0)
         store.append_message("other", "user", "postgres is also used for search")
-        search = lite_sessions if store is lite else pg_sessions
-        flat = search(store, "postgres billing")  # type: ignore[arg-type]
+        flat = store.search_sessions("postgres billing")
         assert len(flat) == 3
-        rows = search(store, "postgres billing", by_lineage=True)  # type: ignore[arg-type]
+        rows = store.search_sessions("postgres billing", by_lineage=True)
         grouped.append([(r["lineage_root"], r["hit_count"]) for r in rows])
     assert grouped[0] == grouped[1] == [("root", 2), ("other", 1)]

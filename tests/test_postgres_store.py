@@ -38,7 +38,6 @@ from memstrata.query.compile import compile_query  # noqa: E402
 from memstrata.query.filters import make_filters  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore, schema  # noqa: E402
 from memstrata.store.postgres import search as pg_search  # noqa: E402
-from memstrata.store.sqlite import fulltext  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -553,8 +552,8 @@ def test_both_backends_rank_the_same_sessions_first(
         queries = every[::2]  # 20 of each class: enough to measure, quick to run
         same = 0
         for query in queries:
-            lite_top = fulltext.search_sessions(lite, query, limit=1)
-            pg_top = pg_search.search_sessions(pg, query, limit=1)
+            lite_top = lite.search_sessions(query, limit=1)
+            pg_top = pg.search_sessions(query, limit=1)
             first = (
                 lite_top[0]["session_id"] if lite_top else None,
                 pg_top[0]["session_id"] if pg_top else None,
@@ -588,13 +587,13 @@ def test_listing_walk_from_preloaded_maps_matches_the_definition(
 ) -> None:
     """The listing's switch to preloaded continuation maps gives the definition's rows.
 
-    The shared lineage tests reach that switch (after _PRELOAD_AFTER rows) on SQLite
+    The shared lineage tests reach that switch (after PRELOAD_AFTER rows) on SQLite
     only; a low threshold makes every PostgreSQL page here cross it.
     """
-    from memstrata.store.postgres import lineage
+    from memstrata.store import listing
 
     shared = _load_lineage_tests()
-    monkeypatch.setattr(lineage, "_PRELOAD_AFTER", 5)
+    monkeypatch.setattr(listing, "PRELOAD_AFTER", 5)
     shared._random_lineage(pg, 10 + seed, 120)
     for kwargs in (
         {},
@@ -696,8 +695,10 @@ def test_delete_namespace_removes_one_tenant_only(
         store.append_message("c", "user", "hello")
         store.set_meta("k", "v")
     assert pg.delete_namespace() == {
+        "message_vectors": 0,
         "messages": 1,
         "summary_cache": 0,
+        "query_expansions": 0,
         "state_meta": 1,
         "curated_memory": 0,
         "curated_memory_history": 0,

@@ -17,7 +17,8 @@ from memstrata.query.compile import (
     compile_query,
     plain_or_query,
 )
-from memstrata.store.sqlite import fulltext, migrations, substring
+from memstrata.store.sqlite import migrations, substring
+from memstrata.store.sqlite.store import SessionStore
 
 TABLES = {"word": "messages_fts", "trigram": "messages_fts_trigram", "cjk": "messages_fts_cjk"}
 
@@ -306,25 +307,32 @@ def _natural_text(draw: st.DrawFn) -> tuple[str, str]:
     return text, draw(st.sampled_from(kept or words))
 
 
+@pytest.fixture(scope="module")
+def searchable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionStore]:
+    """A store holding CORPUS in one session, shared by the property test."""
+    with SessionStore(tmp_path_factory.mktemp("q") / "state.db") as store:
+        store.create_session("s", started_at=0.0)
+        store.append_messages(
+            "s",
+            [{"role": "user", "content": t, "timestamp": float(i)} for i, t in enumerate(CORPUS)],
+        )
+        yield store
+
+
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(case=_natural_text())
 def test_natural_text_finds_a_message_holding_one_of_its_words(
-    conn: sqlite3.Connection, case: tuple[str, str]
+    searchable: SessionStore, case: tuple[str, str]
 ) -> None:
     """Whatever the punctuation and scripts, a message holding one word of a natural query
     is found by it (quoted spans included: an explicit query that finds too little falls
     back to its words)."""
     text, word = case
-    conn.execute("BEGIN")
+    [mid] = searchable.append_messages("s", [{"role": "user", "content": f"note {word} end"}])
     try:
-        rowid = conn.execute(
-            "INSERT INTO messages(session_id, role, content, timestamp) "
-            "VALUES ('s', 'user', ?, 100)",
-            (f"note {word} end",),
-        ).lastrowid
-        hits = fulltext.search_messages(conn, text, limit=50)
-        assert rowid in {h["id"] for h in hits}, (text, word, compile_query(text).match)
+        hits = searchable.search_messages(text, limit=50)
+        assert mid in {h["id"] for h in hits}, (text, word, compile_query(text).match)
     finally:
-        conn.execute("ROLLBACK")
+        searchable.delete_messages([mid])

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from memstrata.errors import SessionNotFoundError
-from memstrata.store.sqlite.lineage import MAX_HOPS
+from memstrata.store.lineage import MAX_HOPS
 from memstrata.store.sqlite.store import SessionStore
 
 # ``store`` comes from tests/conftest.py: every test runs on SQLite and on PostgreSQL.

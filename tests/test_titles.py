@@ -9,7 +9,7 @@ import pytest
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError, TitleConflictError
 from memstrata.store.sqlite.store import SessionStore
-from memstrata.store.sqlite.titles import sanitize_title
+from memstrata.store.titles import sanitize_title
 
 
 @pytest.fixture

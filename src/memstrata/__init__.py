@@ -75,8 +75,8 @@ if TYPE_CHECKING:
     from memstrata.search.minilm import MiniLMEmbedder
     from memstrata.search.openai_embedder import OpenAIEmbedder
     from memstrata.search.recall import session_search
+    from memstrata.store.base import rank_query, search_messages, search_sessions
     from memstrata.store.postgres import PostgresMemory, PostgresSessionStore
-    from memstrata.store.sqlite.fulltext import rank_query, search_messages, search_sessions
     from memstrata.store.sqlite.store import SessionStore
     from memstrata.tools.memory import MEMORY_TOOL_SCHEMA, MemoryTool
     from memstrata.tools.remember import RememberTool
@@ -160,12 +160,12 @@ _EXPORTS: dict[str, str] = {
     "open_memory": "memstrata.backends",
     "open_store": "memstrata.backends",
     "plan_forget": "memstrata.ops.forget",
-    "rank_query": "memstrata.store.sqlite.fulltext",
+    "rank_query": "memstrata.store.base",
     "run_doctor": "memstrata.ops.doctor",
     "sanitize_context": "memstrata.prompt.fencing",
     "scan_for_threats": "memstrata.scanner.scan",
-    "search_messages": "memstrata.store.sqlite.fulltext",
-    "search_sessions": "memstrata.store.sqlite.fulltext",
+    "search_messages": "memstrata.store.base",
+    "search_sessions": "memstrata.store.base",
     "session_search": "memstrata.search.recall",
     "split_session": "memstrata.compress.split",
     "threat_message": "memstrata.scanner.scan",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError
-from memstrata.store.sqlite.lineage import preview_text
+from memstrata.store.listing import preview_text
 
 if TYPE_CHECKING:
     from memstrata.store.sqlite.store import SessionStore

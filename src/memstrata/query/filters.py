@@ -1,14 +1,13 @@
 """Row filters of a full-text search: roles, sources, sessions, time range, visibility.
 
-Every candidate query applies them inside its own SQL, as bound parameters, so a filter
-never empties a list that the index had already truncated.
+Every backend applies them inside its candidate queries, as bound parameters, so a
+filter never empties a list that the index had already truncated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from memstrata.errors import SessionStoreError
 
@@ -25,35 +24,14 @@ class Filters:
     until: float | None = None
     include_inactive: bool = False
 
+    # Sessions whose live rows are left out (the current conversation's context, which
+    # recall must not return); their archived rows and ancestors stay findable.
+    hide_live: tuple[str, ...] = ()
+
     @property
     def needs_sessions(self) -> bool:
-        """True when a filter reads the sessions table."""
+        """True when a filter reads the session's row (its source)."""
         return bool(self.sources or self.exclude_sources)
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """Return the WHERE fragment (starting with AND, or empty) and its parameters."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        if not self.include_inactive:
-            # Rewound or undone rows are hidden; compaction-archived rows stay findable.
-            clauses.append("(m.active = 1 OR m.compacted = 1)")
-        for column, values, negate in (
-            ("m.role", self.roles, False),
-            ("s.source", self.sources, False),
-            ("s.source", self.exclude_sources, True),
-            ("m.session_id", self.exclude_session_ids, True),
-        ):
-            if values:
-                marks = ", ".join("?" for _ in values)
-                clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
-                params.extend(values)
-        if self.since is not None:
-            clauses.append("m.timestamp >= ?")
-            params.append(self.since)
-        if self.until is not None:
-            clauses.append("m.timestamp <= ?")
-            params.append(self.until)
-        return "".join(f" AND {c}" for c in clauses), params
 
 
 def _as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...]:

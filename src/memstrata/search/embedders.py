@@ -9,42 +9,36 @@ An :class:`Embedder` turns texts into vectors: ``embed(texts) -> vectors``, with
   ``/v1/embeddings`` through :mod:`memstrata.llm`.
 
 Writes stay cheap (an append never computes a vector): :func:`index_pending` embeds the
-messages that have no vector yet, in batches, as an explicit or background step, and
-stores them in ``message_vectors`` (float32 blobs; sqlite-vec is not needed, this
-Python's sqlite3 may not load extensions). Deleting a message deletes its vectors by
-trigger (``migrations.m003_message_vectors``). :func:`vector_scores` is the read side:
-brute-force cosine over a bounded set of messages, used by
-``memstrata.store.sqlite.fulltext.search_sessions(..., embedder=...)``.
+messages that have no vector yet, in batches, as an explicit or background step, and the
+store keeps them (:meth:`~memstrata.store.base.BaseSessionStore.store_vectors`: unit
+float32 blobs, no vector extension needed). Deleting a message deletes its vectors. The
+read side is the search's: ``store.search_sessions(..., embedder=...)`` compares the
+query's vector with a bounded set of stored ones (:mod:`memstrata.store.vectors`).
 """
 
 from __future__ import annotations
 
-import array
-import contextlib
-import math
-import sqlite3
-import sys
-import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from memstrata.config import Config
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.store.sqlite.hits import text_of
+from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, decode_vector, encode_vector, unit
+
+if TYPE_CHECKING:
+    from memstrata.store.base import BaseSessionStore
 
 __all__ = [
     "INDEX_BATCH",
     "VECTOR_RECENT",
     "VECTOR_SCAN",
     "Embedder",
-    "VectorStore",
     "decode_vector",
     "embedder_from_config",
     "encode_vector",
     "index_pending",
     "offline_embedder",
     "pending_count",
-    "vector_scores",
 ]
 
 # Messages embedded per call of the embedder (and committed per transaction).
@@ -52,12 +46,6 @@ INDEX_BATCH = 64
 # Text of a message handed to the embedder, in characters: MiniLM reads 128 word pieces,
 # an API model a few thousand tokens; a pasted log adds cost, not meaning.
 EMBED_CHARS = 2000
-# How many messages of the candidate sessions a query compares besides the keyword
-# candidates (where vector-only candidates come from). The dot products are cheap; reading
-# each 1.5 KB vector out of SQLite is what costs (tens of microseconds each).
-VECTOR_SCAN = 500
-# ... and how many of the newest messages of the whole store.
-VECTOR_RECENT = 200
 
 
 @runtime_checkable
@@ -69,23 +57,6 @@ class Embedder(Protocol):
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector of ``dims`` floats per text, in order."""
-
-
-def encode_vector(vector: Sequence[float]) -> bytes:
-    """Little-endian float32 bytes of ``vector``."""
-    packed = array.array("f", vector)
-    if sys.byteorder != "little":
-        packed.byteswap()
-    return packed.tobytes()
-
-
-def decode_vector(blob: bytes) -> list[float]:
-    """The floats of a blob written by :func:`encode_vector`."""
-    packed = array.array("f")
-    packed.frombytes(blob)
-    if sys.byteorder != "little":
-        packed.byteswap()
-    return packed.tolist()
 
 
 def offline_embedder() -> Embedder:
@@ -122,24 +93,6 @@ def embedder_from_config(config: Config | None = None) -> Embedder | None:
     )
 
 
-class VectorStore(Protocol):
-    """What indexing needs of a store: a SessionStore."""
-
-    def read_conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """Lend a reader connection."""
-
-    def write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One write transaction."""
-
-
-def _check_store(store: object) -> None:
-    if not (hasattr(store, "read_conn") and hasattr(store, "write")):
-        raise SessionStoreError(
-            f"{type(store).__name__} keeps no message vectors: hybrid recall needs the SQLite "
-            "session store (memstrata.store.sqlite.store.SessionStore)."
-        )
-
-
 def _check(embedder: Embedder) -> None:
     if not isinstance(embedder, Embedder) or not embedder.name or embedder.dims < 1:
         raise ConfigError(
@@ -148,27 +101,24 @@ def _check(embedder: Embedder) -> None:
         )
 
 
-_PENDING_SQL = (
-    "SELECT m.id, m.content, m.tool_name FROM messages m WHERE m.id > ? AND NOT EXISTS "
-    "(SELECT 1 FROM message_vectors v WHERE v.model = ? AND v.message_id = m.id) "
-    "ORDER BY m.id LIMIT ?"
-)
+def _check_store(store: object) -> None:
+    from memstrata.store.base import BaseSessionStore
+
+    if not isinstance(store, BaseSessionStore):
+        raise SessionStoreError(
+            f"{type(store).__name__} is not a session store: message vectors live in a "
+            "SessionStore or PostgresSessionStore."
+        )
 
 
-def pending_count(store: VectorStore, embedder_name: str) -> int:
+def pending_count(store: BaseSessionStore, embedder_name: str) -> int:
     """Messages without a vector of ``embedder_name`` yet."""
     _check_store(store)
-    with store.read_conn() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM message_vectors v "
-            "WHERE v.model = ? AND v.message_id = m.id)",
-            (embedder_name,),
-        ).fetchone()
-    return int(row[0])
+    return store.count_unvectored(embedder_name)
 
 
 def index_pending(
-    store: VectorStore,
+    store: BaseSessionStore,
     embedder: Embedder,
     *,
     limit: int | None = None,
@@ -194,12 +144,11 @@ def index_pending(
     after = 0
     while limit is None or done < limit:
         size = batch if limit is None else min(batch, limit - done)
-        with store.read_conn() as conn:
-            rows = conn.execute(_PENDING_SQL, (after, embedder.name, size)).fetchall()
+        rows = store.unvectored_messages(embedder.name, after=after, limit=size)
         if not rows:
             break
-        after = int(rows[-1][0])
-        texts = {int(r[0]): _embed_text(r[1], r[2]) for r in rows}
+        after = rows[-1][0]
+        texts = {mid: _embed_text(text, tool) for mid, text, tool in rows}
         wanted = [mid for mid, text in texts.items() if text]
         vectors = embedder.embed([texts[mid] for mid in wanted]) if wanted else []
         if len(vectors) != len(wanted):
@@ -214,102 +163,17 @@ def index_pending(
                     f"Embedder {embedder.name!r} declares {embedder.dims} dims but returned "
                     f"a vector of {len(vector)}; fix its `dims`."
                 )
-            blobs[mid] = encode_vector(_unit(vector))
-        now = time.time()
-        with store.write() as conn:
-            marks = ", ".join("?" for _ in blobs)
-            alive = {
-                int(r[0])
-                for r in conn.execute(f"SELECT id FROM messages WHERE id IN ({marks})", list(blobs))
-            }
-            conn.executemany(
-                "INSERT OR REPLACE INTO message_vectors(model, message_id, dims, vector, "
-                "created_at) VALUES (?, ?, ?, ?, ?)",
-                [
-                    (embedder.name, mid, embedder.dims, blob, now)
-                    for mid, blob in blobs.items()
-                    if mid in alive
-                ],
-            )
+            blobs[mid] = encode_vector(unit(vector))
+        # A message deleted while its batch was being embedded is skipped by the store.
+        store.store_vectors(embedder.name, embedder.dims, blobs)
         done += len(rows)
         if progress is not None:
             progress(done)
     return done
 
 
-def _embed_text(content: str | None, tool_name: str | None) -> str:
-    text = text_of(content).strip()
+def _embed_text(text: str, tool_name: str | None) -> str:
+    text = text.strip()
     if not text and tool_name:
         text = str(tool_name)
     return text[:EMBED_CHARS]
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [float(x) / norm for x in vector] if norm > 0 else [float(x) for x in vector]
-
-
-def vector_scores(
-    conn: sqlite3.Connection,
-    embedder_name: str,
-    query_vector: Sequence[float],
-    *,
-    message_ids: Iterable[int] = (),
-    session_ids: Iterable[str] = (),
-    scan: int = VECTOR_SCAN,
-    recent: int = VECTOR_RECENT,
-) -> dict[int, float]:
-    """Cosine similarity of ``query_vector`` with stored vectors: those of ``message_ids``
-    (the keyword candidates), of the ``scan`` newest indexed messages of ``session_ids``
-    (the candidate sessions) and of the ``recent`` newest indexed messages of the store
-    (where a conversation the keywords missed entirely can come from);
-    ``{message id: cosine}``. Duplicates are compared once.
-
-    Reading a vector costs its 1.5 KB (384 float32s), so the set is bounded: a query
-    costs the same on a store of a million messages.
-    """
-    try:
-        import numpy as np
-    except ImportError as exc:  # pragma: no cover - numpy ships with the embedders' extra
-        raise ConfigError("Hybrid recall needs numpy: pip install numpy") from exc
-    ids = sorted({int(i) for i in message_ids})
-    sessions = list(dict.fromkeys(str(s) for s in session_ids))
-    rows: list[tuple[int, bytes]] = []
-    if scan > 0 and sessions:
-        marks = ", ".join("?" for _ in sessions)
-        rows += conn.execute(
-            "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
-            f"ON v.model = ? AND v.message_id = m.id WHERE m.session_id IN ({marks}) "
-            "ORDER BY m.id DESC LIMIT ?",
-            [embedder_name, *sessions, scan],
-        ).fetchall()
-    if recent > 0:
-        rows += conn.execute(
-            "SELECT message_id, vector FROM message_vectors WHERE model = ? "
-            "ORDER BY message_id DESC LIMIT ?",
-            (embedder_name, recent),
-        ).fetchall()
-    seen = {int(r[0]) for r in rows}
-    missing = [i for i in ids if i not in seen]
-    for start in range(0, len(missing), 500):
-        chunk = missing[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
-        rows += conn.execute(
-            f"SELECT message_id, vector FROM message_vectors WHERE model = ? "
-            f"AND message_id IN ({marks})",
-            [embedder_name, *chunk],
-        ).fetchall()
-    if not rows:
-        return {}
-    query = np.asarray(query_vector, dtype=np.float32)
-    norm = float(np.linalg.norm(query))
-    if norm == 0.0:
-        return {}
-    size = 4 * query.shape[0]
-    unique = {int(r[0]): r[1] for r in rows}
-    good = [(mid, blob) for mid, blob in unique.items() if len(blob) == size]
-    if not good:
-        return {}
-    matrix = np.frombuffer(b"".join(r[1] for r in good), dtype="<f4").reshape(len(good), -1)
-    sims = matrix @ (query / norm)
-    return {int(r[0]): float(x) for r, x in zip(good, sims.tolist(), strict=True)}

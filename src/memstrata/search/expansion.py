@@ -4,12 +4,11 @@ Optional and off by default (it costs a model call per new question; keyword sea
 needs none). "Which outdoor activities has John done with his colleagues?" names none
 of the words the conversation used ("hiking", "team trip"); a model can guess them:
 
-    from memstrata.search.expansion import expand_query
-    from memstrata.store.sqlite.fulltext import search_sessions
     from memstrata.llm import client_for
+    from memstrata.search.expansion import expand_query
 
     subs = expand_query(store, client_for("summary"), question)
-    hits = search_sessions(store, question, subqueries=subs)
+    hits = store.search_sessions(question, subqueries=subs)
 
 Each sub-query is searched like the question and fused with it
 (``memstrata.store.boosts.merge_subqueries``). Rewrites are cached per model and
@@ -20,17 +19,17 @@ costs nothing. A model failure is not fatal: the search goes on with the questio
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
-import sqlite3
-import time
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from memstrata.errors import LLMError, SessionStoreError
 from memstrata.llm import LLMClient
 from memstrata.query.compile import MAX_QUERY_CHARS, clean_text
+
+if TYPE_CHECKING:
+    from memstrata.store.base import BaseSessionStore
 
 __all__ = [
     "EXPANSION_PROMPT",
@@ -53,16 +52,6 @@ EXPANSION_PROMPT = (
 )
 
 
-class ExpansionStore(Protocol):
-    """What the cache needs of a store: a SessionStore."""
-
-    def read_conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """Lend a reader connection."""
-
-    def write(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """One write transaction."""
-
-
 def _normalise(question: str) -> str:
     return " ".join(clean_text(question).lower().split())
 
@@ -81,24 +70,20 @@ def parse_subqueries(text: str, limit: int = MAX_SUBQUERIES) -> list[str]:
     return out
 
 
-def cached_expansion(store: ExpansionStore, model: str, question: str) -> list[str] | None:
+def cached_expansion(store: BaseSessionStore, model: str, question: str) -> list[str] | None:
     """The cached sub-queries of ``question`` under ``model``, or None when not cached."""
-    with store.read_conn() as conn:
-        row = conn.execute(
-            "SELECT subqueries FROM query_expansions WHERE model = ? AND query = ?",
-            (model, _normalise(question)),
-        ).fetchone()
-    if row is None:
+    raw = store.get_cached_expansion(model, _normalise(question))
+    if raw is None:
         return None
     try:
-        value = json.loads(row[0])
+        value = json.loads(raw)
     except ValueError:
         return None  # a damaged row is rewritten by the next expansion
     return [str(v) for v in value] if isinstance(value, list) else None
 
 
 def expand_query(
-    store: ExpansionStore,
+    store: BaseSessionStore,
     llm: LLMClient,
     question: str,
     *,
@@ -131,10 +116,5 @@ def expand_query(
         log.warning("query expansion skipped: %s", exc)
         return []
     subs = parse_subqueries(reply.text, max_queries)
-    with store.write() as conn:
-        conn.execute(
-            "INSERT OR REPLACE INTO query_expansions(model, query, subqueries, created_at) "
-            "VALUES (?, ?, ?, ?)",
-            (model, key, json.dumps(subs, ensure_ascii=False), time.time()),
-        )
+    store.cache_expansion(model, key, json.dumps(subs, ensure_ascii=False))
     return subs

@@ -9,23 +9,22 @@ cut at :data:`MESSAGE_CHARS`. Neither shows the live rows of the current convers
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.search.truncate import message_block
-from memstrata.store.sqlite import lineage as store_lineage
-from memstrata.store.sqlite.fulltext import text_of
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.hits import text_of
+
+if TYPE_CHECKING:
+    from memstrata.store.base import BaseSessionStore
 
 READ_HEAD = 20
 READ_TAIL = 10
 MESSAGE_CHARS = 2_000
 DEFAULT_WINDOW = 5
 MAX_WINDOW = 20
-_COLUMNS = "id, session_id, role, content, tool_name, tool_calls, tool_call_id, timestamp, active"
 
 
 def when(ts: float | None) -> str:
@@ -38,46 +37,7 @@ def when(ts: float | None) -> str:
         return f"{ts} (not a date)"
 
 
-def live_session_ids(conn: sqlite3.Connection, current_session_id: str | None) -> list[str]:
-    """The current session and its descendants through compression and delegate links.
-
-    Their live rows are the model's present context. Ancestors are not included: what
-    compression removed lives there and must stay findable.
-    """
-    if not current_session_id:
-        return []
-    out = [current_session_id]
-    seen = {current_session_id}
-    frontier = [current_session_id]
-    while frontier and len(out) < store_lineage.MAX_HOPS * 10:
-        marks = ", ".join("?" for _ in frontier)
-        rows = conn.execute(
-            "SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
-            f"WHERE s.parent_session_id IN ({marks}) "
-            f"AND {store_lineage.KIND_SQL} IN ('compression', 'delegate')",
-            frontier,
-        ).fetchall()
-        frontier = [str(r[0]) for r in rows if r[0] not in seen]
-        seen.update(frontier)
-        out.extend(frontier)
-    return out
-
-
-def visible_sql(live: Sequence[str], alias: str = "") -> tuple[str, list[Any]]:
-    """WHERE fragment (starting with AND) for rows recall may show, and its parameters.
-
-    Live and compaction-archived rows are visible; rewound rows are not; live rows of
-    the ``live`` sessions (the current conversation) are not.
-    """
-    p = f"{alias}." if alias else ""
-    where = f" AND ({p}active = 1 OR {p}compacted = 1)"
-    if not live:
-        return where, []
-    marks = ", ".join("?" for _ in live)
-    return where + f" AND NOT ({p}active = 1 AND {p}session_id IN ({marks}))", list(live)
-
-
-def message_view(row: sqlite3.Row | dict[str, Any], *, anchor: bool = False) -> dict[str, Any]:
+def message_view(row: Mapping[str, Any], *, anchor: bool = False) -> dict[str, Any]:
     """A stored message as the model sees it: id, role, content (cut), time, tool fields."""
     content = text_of(row["content"])
     item: dict[str, Any] = {"id": int(row["id"]), "role": row["role"]}
@@ -105,12 +65,8 @@ def message_view(row: sqlite3.Row | dict[str, Any], *, anchor: bool = False) -> 
     return item
 
 
-def _session_meta(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT id, title, source, model, started_at, ended_at, end_reason, parent_session_id "
-        "FROM sessions WHERE id = ?",
-        (session_id,),
-    ).fetchone()
+def _session_meta(store: BaseSessionStore, session_id: str) -> dict[str, Any]:
+    row = store.get_session(session_id)
     if row is None:
         raise SessionNotFoundError(
             f"session_id {session_id!r} was not found: use an id from a session_search result."
@@ -136,7 +92,7 @@ def _in_context_error(session_id: str) -> SessionStoreError:
 
 
 def read_session(
-    store: SessionStore,
+    store: BaseSessionStore,
     session_id: str,
     *,
     current_session_id: str | None = None,
@@ -144,31 +100,18 @@ def read_session(
 ) -> dict[str, Any]:
     """One session's visible messages; a long one gives its first 20 and last 10."""
     resolved = store.resolve_session_id(session_id)
-    with store.read_conn() as conn:
-        conn.execute("BEGIN")
-        meta = _session_meta(conn, resolved)
-        live = live_session_ids(conn, current_session_id)
-        visible, params = visible_sql(live)
-        total = int(
-            conn.execute(
-                f"SELECT count(*) FROM messages WHERE session_id = ?{visible}",
-                [resolved, *params],
-            ).fetchone()[0]
-        )
-        if total == 0 and resolved in live:
-            raise _in_context_error(resolved)
-        head = conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ?{visible} ORDER BY id LIMIT ?",
-            [resolved, *params, READ_HEAD if total > READ_HEAD + READ_TAIL else total],
-        ).fetchall()
-        tail: list[sqlite3.Row] = []
-        if total > READ_HEAD + READ_TAIL:
-            tail = conn.execute(
-                f"SELECT {_COLUMNS} FROM messages WHERE session_id = ?{visible} "
-                "ORDER BY id DESC LIMIT ?",
-                [resolved, *params, READ_TAIL],
-            ).fetchall()[::-1]
-    truncated = bool(tail)
+    meta = _session_meta(store, resolved)
+    live = store.live_session_ids(current_session_id)
+    total = store.count_visible([resolved], hide_live=live)
+    if total == 0 and resolved in live:
+        raise _in_context_error(resolved)
+    long = total > READ_HEAD + READ_TAIL
+    head = store.visible_messages([resolved], hide_live=live, limit=READ_HEAD if long else None)
+    tail: list[dict[str, Any]] = []
+    if long:
+        tail = store.visible_messages(
+            [resolved], hide_live=live, newest_first=True, limit=READ_TAIL
+        )[::-1]
     result: dict[str, Any] = {
         "success": True,
         "mode": "read",
@@ -176,9 +119,9 @@ def read_session(
         "session_meta": meta,
         "message_count": total,
         "messages": [message_view(r) for r in [*head, *tail]],
-        "truncated": truncated,
+        "truncated": long,
     }
-    if truncated:
+    if long:
         gap_from = int(head[-1]["id"])
         result["omitted_messages"] = total - len(head) - len(tail)
         result["hint"] = (
@@ -199,7 +142,7 @@ def clamp_window(window: object) -> int:
 
 
 def scroll_session(
-    store: SessionStore,
+    store: BaseSessionStore,
     session_id: str,
     around_message_id: int,
     *,
@@ -219,61 +162,37 @@ def scroll_session(
     size = clamp_window(window)
     resolved = store.resolve_session_id(session_id)
     warning = None
-    with store.read_conn() as conn:
-        conn.execute("BEGIN")
-        # An id past SQLite's 64-bit range names no message (binding it would overflow).
-        row = (
-            conn.execute(
-                f"SELECT {_COLUMNS}, compacted FROM messages WHERE id = ?", (around_message_id,)
-            ).fetchone()
-            if -(2**63) <= around_message_id < 2**63
-            else None
+    row = store.get_message(around_message_id)
+    if row is None:
+        raise SessionStoreError(
+            f"around_message_id {around_message_id} does not exist: use an id from a "
+            "session_search result."
         )
-        if row is None:
+    owner = str(row["session_id"])
+    if owner != resolved:
+        if owner not in store.get_compression_chain(resolved):
             raise SessionStoreError(
-                f"around_message_id {around_message_id} does not exist: use an id from a "
-                "session_search result."
+                f"around_message_id {around_message_id} is not in session {resolved}; "
+                "pass the session_id of the result the id came from."
             )
-        owner = str(row["session_id"])
-        if owner != resolved:
-            chain = {
-                *store_lineage.compression_ancestors(conn, resolved),
-                *store_lineage.compression_chain(conn, resolved),
-            }
-            if owner not in chain:
-                raise SessionStoreError(
-                    f"around_message_id {around_message_id} is not in session {resolved}; "
-                    "pass the session_id of the result the id came from."
-                )
-            warning = f"Message {around_message_id} belongs to session {owner} of the same "
-            warning += "conversation; showing it there."
-            resolved = owner
-        live = live_session_ids(conn, current_session_id)
-        if row["active"] and owner in live:
-            raise _in_context_error(owner)
-        if not row["active"] and not row["compacted"]:
-            raise SessionStoreError(
-                f"Message {around_message_id} was rewound (undone) and is not shown; "
-                "scroll around another id."
-            )
-        meta = _session_meta(conn, resolved)
-        visible, params = visible_sql(live)
-        before = conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND id < ?{visible} "
-            "ORDER BY id DESC LIMIT ?",
-            [resolved, around_message_id, *params, size],
-        ).fetchall()[::-1]
-        after = conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND id > ?{visible} "
-            "ORDER BY id LIMIT ?",
-            [resolved, around_message_id, *params, size],
-        ).fetchall()
-        first = int(before[0]["id"]) if before else around_message_id
-        last = int(after[-1]["id"]) if after else around_message_id
-        counts = conn.execute(
-            f"SELECT sum(id < ?), sum(id > ?) FROM messages WHERE session_id = ?{visible}",
-            [first, last, resolved, *params],
-        ).fetchone()
+        warning = f"Message {around_message_id} belongs to session {owner} of the same "
+        warning += "conversation; showing it there."
+        resolved = owner
+    live = store.live_session_ids(current_session_id)
+    if row["active"] and owner in live:
+        raise _in_context_error(owner)
+    if not row["active"] and not row["compacted"]:
+        raise SessionStoreError(
+            f"Message {around_message_id} was rewound (undone) and is not shown; "
+            "scroll around another id."
+        )
+    meta = _session_meta(store, resolved)
+    before = store.visible_messages(
+        [resolved], hide_live=live, below=around_message_id, newest_first=True, limit=size
+    )[::-1]
+    after = store.visible_messages([resolved], hide_live=live, above=around_message_id, limit=size)
+    first = int(before[0]["id"]) if before else around_message_id
+    last = int(after[-1]["id"]) if after else around_message_id
     messages = [message_view(r) for r in before]
     messages.append(message_view(row, anchor=True))
     messages += [message_view(r) for r in after]
@@ -285,8 +204,8 @@ def scroll_session(
         "session_meta": meta,
         "window": size,
         "messages": messages,
-        "messages_before": int(counts[0] or 0),
-        "messages_after": int(counts[1] or 0),
+        "messages_before": store.count_visible([resolved], hide_live=live, below=first),
+        "messages_after": store.count_visible([resolved], hide_live=live, above=last),
     }
     if warning:
         result["warning"] = warning

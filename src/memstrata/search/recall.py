@@ -22,22 +22,16 @@ discussed.
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from memstrata.config import Config
 from memstrata.errors import LLMNotConfiguredError, MemstrataError, SessionStoreError
 from memstrata.llm.types import LLMClient
 from memstrata.query.compile import compile_query
-from memstrata.search.read import (
-    live_session_ids,
-    read_session,
-    scroll_session,
-    visible_sql,
-    when,
-)
+from memstrata.query.filters import Filters, make_filters
+from memstrata.search.read import read_session, scroll_session, when
 from memstrata.search.summarize import (
     MAX_CONCURRENCY,
     MAX_SUMMARY_INPUT_CHARS,
@@ -52,20 +46,10 @@ from memstrata.search.truncate import (
     needles_for,
     truncate_around_matches,
 )
-from memstrata.store.sqlite import lineage as store_lineage
-from memstrata.store.sqlite.fulltext import (
-    Filters,
-    aggregate_sessions,
-    hit_dicts,
-    lineage_roots,
-    make_filters,
-    rank_query,
-)
-from memstrata.store.sqlite.store import SessionStore
 
 if TYPE_CHECKING:
     from memstrata.search.embedders import Embedder
-    from memstrata.store.postgres.store import PostgresSessionStore
+    from memstrata.store.base import BaseSessionStore
 
 log = logging.getLogger(__name__)
 
@@ -88,26 +72,6 @@ DRILL_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class _RecallFilters(Filters):
-    """Search filters that also hide the live rows of the current conversation.
-
-    Only *live* rows (``active = 1``) of those sessions are hidden: their archived rows
-    and their compression ancestors stay searchable.
-    """
-
-    live_session_ids: tuple[str, ...] = ()
-
-    def sql(self) -> tuple[str, list[Any]]:
-        """The base filters plus ``NOT (live row of the current conversation)``."""
-        where, params = super().sql()
-        if self.live_session_ids:
-            marks = ", ".join("?" for _ in self.live_session_ids)
-            where += f" AND NOT (m.active = 1 AND m.session_id IN ({marks}))"
-            params = [*params, *self.live_session_ids]
-        return where, params
-
-
 def _clamp_limit(limit: int | None) -> int:
     if limit is None:
         return DEFAULT_LIMIT
@@ -116,22 +80,8 @@ def _clamp_limit(limit: int | None) -> int:
     return max(1, min(MAX_LIMIT, limit))
 
 
-_Step = Callable[..., dict[str, Any]]
-
-
-def _steps(store: SessionStore | PostgresSessionStore) -> tuple[_Step, _Step, _Step]:
-    """The read, scroll and discover steps of the store's backend."""
-    if isinstance(store, SessionStore):
-        return read_session, scroll_session, discover
-    # A PostgreSQL store: the same steps over its public methods (psycopg is an optional
-    # dependency, so the module is imported only when one is passed).
-    from memstrata.store.postgres import recall
-
-    return recall.read_session, recall.scroll_session, recall.discover
-
-
 def session_search(
-    store: SessionStore | PostgresSessionStore,
+    store: BaseSessionStore,
     query: str | None = "",
     *,
     current_session_id: str | None = None,
@@ -165,7 +115,6 @@ def session_search(
     Raises :class:`~memstrata.errors.SessionStoreError` subclasses for bad arguments or
     unknown sessions; model failures never raise (they fall back to verbatim text).
     """
-    read, scroll, find = _steps(store)
     if query is not None and not isinstance(query, str):
         raise SessionStoreError(f"query must be text, got {type(query).__name__}.")
     if since is not None and until is not None and since > until:
@@ -174,7 +123,7 @@ def session_search(
         )
     if session_id:
         if around_message_id is not None:
-            return scroll(
+            return scroll_session(
                 store,
                 session_id,
                 around_message_id,
@@ -182,7 +131,7 @@ def session_search(
                 current_session_id=current_session_id,
                 note=NOTE,
             )
-        return read(store, session_id, current_session_id=current_session_id, note=NOTE)
+        return read_session(store, session_id, current_session_id=current_session_id, note=NOTE)
     if around_message_id is not None:
         raise SessionStoreError(
             "around_message_id needs session_id too: pass the session_id of the result "
@@ -192,14 +141,14 @@ def session_search(
     if not (query or "").strip():
         # The listing needs list_sessions_rich only, which both stores provide.
         return recent_sessions(
-            cast(SessionStore, store),
+            store,
             limit=count,
             source=source,
             since=since,
             until=until,
             current_session_id=current_session_id,
         )
-    return find(
+    return discover(
         store,
         query or "",
         limit=count,
@@ -225,7 +174,7 @@ def _sources(source: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def recent_sessions(
-    store: SessionStore,
+    store: BaseSessionStore,
     *,
     limit: int = DEFAULT_LIMIT,
     source: str | Iterable[str] | None = None,
@@ -310,70 +259,21 @@ class _Conversation:
         return bool(set(self.chain) & set(self.live))
 
 
-def _chain_of(conn: sqlite3.Connection, session_id: str) -> list[str]:
-    # The compression chain holding the session: ancestors, the session, continuations.
-    before = list(reversed(store_lineage.compression_ancestors(conn, session_id)))
-    return [*before, *store_lineage.compression_chain(conn, session_id)]
-
-
-_ROW_COLUMNS = "id, session_id, role, content, tool_name, tool_calls, timestamp, active"
-
-
-def _in_chain(conv: _Conversation) -> tuple[str, list[Any]]:
-    visible, params = visible_sql(conv.live)
-    marks = ", ".join("?" for _ in conv.chain)
-    return f"session_id IN ({marks}){visible}", [*conv.chain, *params]
-
-
-def _all_rows(store: SessionStore, conv: _Conversation) -> list[dict[str, Any]]:
-    where, params = _in_chain(conv)
-    with store.read_conn() as conn:
-        rows = conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM messages WHERE {where} ORDER BY id", params
-        ).fetchall()
-    return [dict(r) for r in rows]
+def _all_rows(store: BaseSessionStore, conv: _Conversation) -> list[dict[str, Any]]:
+    return store.visible_messages(conv.chain, hide_live=conv.live)
 
 
 def _rows_near(
-    store: SessionStore, conv: _Conversation, before: int = 12, after: int = 30
+    store: BaseSessionStore, conv: _Conversation, before: int = 12, after: int = 30
 ) -> list[dict[str, Any]]:
     # Enough messages around the best hit for a verbatim excerpt; more after it than
     # before, as in the truncation window (what followed a match is the answer).
-    where, params = _in_chain(conv)
     anchor = int(conv.best["id"])
-    with store.read_conn() as conn:
-        conn.execute("BEGIN")
-        head = conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM messages WHERE {where} AND id <= ? "
-            "ORDER BY id DESC LIMIT ?",
-            [*params, anchor, before + 1],
-        ).fetchall()
-        tail = conn.execute(
-            f"SELECT {_ROW_COLUMNS} FROM messages WHERE {where} AND id > ? ORDER BY id LIMIT ?",
-            [*params, anchor, after],
-        ).fetchall()
-    return [dict(r) for r in [*reversed(head), *tail]]
-
-
-def _meta(conn: sqlite3.Connection, chain: Sequence[str]) -> dict[str, Any]:
-    marks = ", ".join("?" for _ in chain)
-    rows = {
-        r["id"]: r
-        for r in conn.execute(
-            "SELECT id, title, source, model, started_at, last_active FROM sessions "
-            f"WHERE id IN ({marks})",
-            list(chain),
-        )
-    }
-    known = [rows[s] for s in chain if s in rows]
-    title = next((r["title"] for r in reversed(known) if r["title"]), None)
-    actives = [r["last_active"] for r in known if r["last_active"] is not None]
-    return {
-        "title": title,
-        "source": known[0]["source"] if known else None,
-        "started_at": known[0]["started_at"] if known else None,
-        "last_active": max(actives) if actives else None,
-    }
+    head = store.visible_messages(
+        conv.chain, hide_live=conv.live, below=anchor + 1, newest_first=True, limit=before + 1
+    )
+    tail = store.visible_messages(conv.chain, hide_live=conv.live, above=anchor, limit=after)
+    return [*reversed(head), *tail]
 
 
 @dataclass(frozen=True)
@@ -386,7 +286,7 @@ class _Evidence:
 
 
 def _evidence(
-    store: SessionStore, query: str, config: Config | None, llm: LLMClient | None
+    store: BaseSessionStore, query: str, config: Config | None, llm: LLMClient | None
 ) -> _Evidence:
     cfg = config if config is not None else Config.load()
     from memstrata.search.embedders import embedder_from_config
@@ -413,62 +313,23 @@ def _evidence(
 
 
 def _find(
-    store: SessionStore,
+    store: BaseSessionStore,
     query: str,
-    filters: _RecallFilters,
+    filters: Filters,
     limit: int,
     current_session_id: str | None,
     evidence: _Evidence,
 ) -> tuple[list[_Conversation], int]:
-    with store.read_conn() as conn:
-        conn.execute("BEGIN")  # one snapshot for the search and the conversations' sizes
-        live = tuple(live_session_ids(conn, current_session_id))
-        filters = replace(filters, live_session_ids=live)
-        ranked_query = rank_query(
-            conn,
-            query,
-            filters,
-            dates=evidence.dates,
-            embedder=evidence.embedder,
-            subqueries=evidence.subqueries,
-            want=limit,
-            by_session=True,
-        )
-        compiled, cands = ranked_query.compiled, ranked_query.candidates
-        roots = lineage_roots(conn, {c.session_id for c in cands})
-        ranked = aggregate_sessions(cands, roots)[:limit]
-        best = [group[0] for _, group in ranked]
-        hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
-        out: list[_Conversation] = []
-        for (root, group), top in zip(ranked, best, strict=True):
-            hit = hits.get(top.id)
-            if hit is None:
-                continue
-            chain = _chain_of(conn, top.session_id)
-            visible, params = visible_sql(live)
-            marks = ", ".join("?" for _ in chain)
-            # The cache key (count, last id) and the size, without reading the rows out.
-            size = conn.execute(
-                "SELECT count(*), coalesce(max(id), 0), "
-                "coalesce(sum(length(content)), 0) + coalesce(sum(length(tool_calls)), 0) "
-                f"FROM messages WHERE session_id IN ({marks}){visible}",
-                [*chain, *params],
-            ).fetchone()
-            out.append(
-                _Conversation(
-                    root=root,
-                    best=hit,
-                    message_ids=[c.id for c in group[:5]],
-                    chain=chain,
-                    meta=_meta(conn, chain),
-                    live=live,
-                    message_count=int(size[0]),
-                    last_message_id=int(size[1]),
-                    chars=int(size[2]),
-                )
-            )
-        searched = len({roots.get(c.session_id, c.session_id) for c in cands})
-    return out, searched
+    found, searched = store.find_conversations(
+        query,
+        filters,
+        limit=limit,
+        current_session_id=current_session_id,
+        dates=evidence.dates,
+        embedder=evidence.embedder,
+        subqueries=evidence.subqueries,
+    )
+    return [_Conversation(**conv) for conv in found], searched
 
 
 @dataclass
@@ -501,7 +362,7 @@ class _Summarizer:
 
 
 def discover(
-    store: SessionStore,
+    store: BaseSessionStore,
     query: str,
     *,
     limit: int = DEFAULT_LIMIT,
@@ -523,7 +384,7 @@ def discover(
         since=since,
         until=until,
     )
-    filters = _RecallFilters(**asdict(base))
+    filters = base
     compiled = compile_query(query)
     envelope: dict[str, Any] = {"success": True, "mode": "discover", "query": query}
     if compiled.is_empty:
@@ -596,7 +457,7 @@ def _job(conv: _Conversation, query: str, transcript: str) -> SummaryJob:
 
 
 def _summaries(
-    store: SessionStore,
+    store: BaseSessionStore,
     found: list[_Conversation],
     query: str,
     needles: Needles,
@@ -644,7 +505,7 @@ def _summaries(
 
 
 def _attach(
-    store: SessionStore,
+    store: BaseSessionStore,
     conv: _Conversation,
     result: dict[str, Any],
     outcome: SummaryOutcome | None,

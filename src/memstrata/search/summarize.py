@@ -21,11 +21,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memstrata.errors import LLMError, StorageError
 from memstrata.llm.types import LLMClient
-from memstrata.store.sqlite.store import SessionStore
+
+if TYPE_CHECKING:
+    from memstrata.store.base import BaseSessionStore
 
 MAX_SUMMARY_INPUT_CHARS = 100_000
 MAX_SUMMARY_CHARS = 6_000
@@ -98,49 +100,28 @@ class SummaryOutcome:
 # ------------------------------------------------------------------------------ cache
 
 
-def cache_get(store: SessionStore, job: SummaryJob) -> str | None:
+def cache_get(store: BaseSessionStore, job: SummaryJob) -> str | None:
     """The cached summary for ``job``, or None."""
-    with store.read_conn() as conn:
-        row = conn.execute(
-            "SELECT summary FROM summary_cache WHERE tip_session_id = ? "
-            "AND message_count = ? AND last_message_id = ? AND query = ?",
-            (
-                job.tip_session_id,
-                job.message_count,
-                job.last_message_id,
-                normalize_query(job.query),
-            ),
-        ).fetchone()
-    return str(row[0]) if row is not None else None
+    return store.get_cached_summary(
+        job.tip_session_id, job.message_count, job.last_message_id, normalize_query(job.query)
+    )
 
 
-def cache_put(store: SessionStore, job: SummaryJob, summary: str, model: str) -> bool:
+def cache_put(store: BaseSessionStore, job: SummaryJob, summary: str, model: str) -> bool:
     """Store a summary; older entries of the same conversation and query are dropped.
 
     Returns False when the store cannot be written (read-only): caching is best effort.
     """
-    query = normalize_query(job.query)
     try:
-        with store.write() as conn:
-            conn.execute(
-                "DELETE FROM summary_cache WHERE tip_session_id = ? AND query = ?",
-                (job.tip_session_id, query),
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO summary_cache (tip_session_id, root_session_id, "
-                "message_count, last_message_id, query, model, summary, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    job.tip_session_id,
-                    job.root_session_id,
-                    job.message_count,
-                    job.last_message_id,
-                    query,
-                    model,
-                    summary,
-                    time.time(),
-                ),
-            )
+        store.cache_summary(
+            tip_session_id=job.tip_session_id,
+            root_session_id=job.root_session_id,
+            message_count=job.message_count,
+            last_message_id=job.last_message_id,
+            query=normalize_query(job.query),
+            model=model,
+            summary=summary,
+        )
     except StorageError:
         return False
     return True
@@ -160,9 +141,9 @@ class SummaryCache(Protocol):
 
 @dataclass(frozen=True)
 class StoreSummaryCache:
-    """The ``summary_cache`` table of a SQLite :class:`SessionStore`."""
+    """The summary cache of a session store (either backend)."""
 
-    store: SessionStore
+    store: BaseSessionStore
 
     def get(self, job: SummaryJob) -> str | None:
         """The cached summary for ``job``, or None."""
@@ -231,7 +212,7 @@ def _close_later(pool: ThreadPoolExecutor, client: LLMClient | None) -> None:
 
 
 def summarize_all(
-    store: SessionStore | None,
+    store: BaseSessionStore | None,
     client: LLMClient,
     jobs: Sequence[SummaryJob],
     *,

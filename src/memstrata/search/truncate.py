@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery
-from memstrata.store.sqlite.fulltext import term_needle, text_of
+from memstrata.store.hits import term_needle, text_of
 
 EARLIER_MARK = "...[earlier conversation truncated]..."
 LATER_MARK = "...[later conversation truncated]..."
@@ -312,7 +312,7 @@ def message_block(row: Mapping[str, Any], needles: Iterable[str] = ()) -> str:
     """One stored message as transcript text (``content`` as stored or decoded)."""
     role = str(row.get("role") or "unknown")
     content = row.get("content")
-    text = text_of(content) if isinstance(content, str) or content is None else str(content)
+    text = text_of(content)
     text = text.strip()
     if "\n\n\n" in text:
         text = _BLANKS.sub("\n\n", text)

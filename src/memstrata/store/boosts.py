@@ -1,7 +1,7 @@
 """Evidence beyond BM25 that re-scores the fused candidates of a search.
 
-Each step takes the candidates of :func:`memstrata.store.sqlite.fulltext.collect_candidates` (score:
-per-index BM25 scaled to the index's best hit, summed) and adjusts them in place:
+Each step takes the candidates of a search (:func:`memstrata.store.rank.rank_query`: the
+backend's full-text score) and adjusts them in place; none reads the store itself:
 
 * :func:`boost_dates` - messages written inside a date the question names;
 * :func:`boost_speakers` - transcript lines ("Name: ...") spoken by a person the
@@ -17,15 +17,13 @@ Every step is optional; the shipped default is keyword + dates (measured in
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from memstrata.query.dates import DateWindow
-from memstrata.query.filters import Filters
 
 if TYPE_CHECKING:
-    from memstrata.store.sqlite.fulltext import Candidate
+    from memstrata.store.rank import Candidate
 
 __all__ = [
     "DATE_BOOST",
@@ -92,25 +90,16 @@ def speaker_of(text: str) -> str | None:
 
 
 def boost_speakers(
-    conn: sqlite3.Connection, cands: Sequence[Candidate], question: str, boost: float
+    texts: Mapping[int, str], cands: Sequence[Candidate], question: str, boost: float
 ) -> int:
-    """Multiply by ``1 + boost`` the score of each candidate whose speaker the question
-    names; return how many were boosted. Reads the first 64 characters of each candidate."""
+    """Multiply by ``1 + boost`` the score of each candidate whose speaker (read from the
+    start of its text, ``texts`` by message id) the question names; return how many."""
     words = {w.lower() for w in re.findall(r"\w+", question)}
     if not cands or not words or boost == 0:
         return 0
-    speakers: dict[int, str | None] = {}
-    ids = [c.id for c in cands]
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
-        for mid, head in conn.execute(
-            f"SELECT id, substr(content, 1, 64) FROM messages WHERE id IN ({marks})", chunk
-        ):
-            speakers[int(mid)] = speaker_of(str(head or ""))
     boosted = 0
     for cand in cands:
-        speaker = speakers.get(cand.id)
+        speaker = speaker_of(texts.get(cand.id, "")[:64])
         if speaker and set(speaker.split()) <= words:
             cand.score *= 1 + boost
             boosted += 1
@@ -157,10 +146,9 @@ def too_few(found: Iterable[Candidate], want: int, *, sessions: bool) -> bool:
 
 
 def fuse_vectors(
-    conn: sqlite3.Connection,
     found: dict[int, Candidate],
     sims: Mapping[int, float],
-    filters: Filters,
+    passing: Sequence[Candidate],
     *,
     weight: float = VECTOR_WEIGHT,
     floor: float = VECTOR_FLOOR,
@@ -169,11 +157,11 @@ def fuse_vectors(
     """Add the vector evidence to ``found`` (message id -> candidate) in place.
 
     A keyword candidate gains ``weight * max(0, (cos - floor) / (1 - floor))``. A message
-    with no keyword match joins when ``cos >= only_min`` and it passes ``filters`` (read
-    from the database: the similarity scan does not know about roles, sources or
-    sessions), scored by the vector part alone. Returns how many joined that way.
+    with no keyword match joins when ``cos >= only_min`` and it is among ``passing`` (the
+    messages the search's filters let through: the similarity scan does not know about
+    roles, sources or sessions), scored by the vector part alone. Returns how many
+    joined that way.
     """
-    from memstrata.store.sqlite.fulltext import Candidate  # circular at import time
 
     def part(cos: float) -> float:
         return weight * max(0.0, (cos - floor) / (1.0 - floor))
@@ -182,20 +170,11 @@ def fuse_vectors(
         cos = sims.get(mid)
         if cos is not None:
             cand.score += part(cos)
-    newcomers = [mid for mid, cos in sims.items() if mid not in found and cos >= only_min]
-    if not newcomers:
-        return 0
-    where, params = filters.sql()
-    joined = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
     added = 0
-    for start in range(0, len(newcomers), 500):
-        chunk = newcomers[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
-        for mid, sid, ts in conn.execute(
-            f"SELECT m.id, m.session_id, m.timestamp FROM messages m{joined} "
-            f"WHERE m.id IN ({marks}){where}",
-            [*chunk, *params],
-        ):
-            found[int(mid)] = Candidate(int(mid), str(sid), float(ts), {}, part(sims[int(mid)]))
+    for cand in passing:
+        cos = sims.get(cand.id)
+        if cand.id not in found and cos is not None and cos >= only_min:
+            cand.score = part(cos)
+            found[cand.id] = cand
             added += 1
     return added

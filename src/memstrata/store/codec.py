@@ -15,6 +15,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -278,3 +279,51 @@ def check_message_keys(message: Mapping[str, Any], index: int) -> None:
         )
     if not isinstance(message.get("role"), str) or not message.get("role"):
         raise SessionStoreError(f"Message {index} needs a non-empty 'role'.")
+
+
+@dataclass(frozen=True)
+class MessageValues:
+    """One message validated and encoded for a ``messages`` row (content in the SQLite
+    encoding: structured content is ``JSON_SENTINEL`` + JSON), plus its tool-call count."""
+
+    role: str
+    content: str | None
+    tool_call_id: str | None
+    tool_calls: str | None
+    tool_name: str | None
+    timestamp: float
+    token_count: int | None
+    finish_reason: str | None
+    reasoning: str | None
+    api_content: str | None
+    n_tool_calls: int
+
+
+def message_values(message: Mapping[str, Any], index: int) -> MessageValues:
+    """Validate one message of an append (``index`` names it in errors) and encode it."""
+    check_message_keys(message, index)
+
+    def text(value: object, field: str) -> str | None:
+        return text_field(value, f"Message {index}: {field}")
+
+    tool_name = message.get("tool_name", message.get("name"))
+    tool_calls, n_calls = encode_tool_calls(message.get("tool_calls"))
+    stamp = message.get("timestamp")
+    if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int | float)):
+        raise SessionStoreError(f"Message {index}: timestamp must be epoch seconds.")
+    tokens = message.get("token_count")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+        raise SessionStoreError(f"Message {index}: token_count must be an integer.")
+    return MessageValues(
+        role=text(message["role"], "role") or "",
+        content=encode_content(message.get("content")),
+        tool_call_id=text(message.get("tool_call_id"), "tool_call_id"),
+        tool_calls=tool_calls,
+        tool_name=text(tool_name, "tool_name"),
+        timestamp=float(stamp) if stamp is not None else time.time(),
+        token_count=tokens,
+        finish_reason=text(message.get("finish_reason"), "finish_reason"),
+        reasoning=text(message.get("reasoning"), "reasoning"),
+        api_content=encode_content(message.get("api_content"), "api_content"),
+        n_tool_calls=n_calls,
+    )

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from memstrata.errors import ImportDataError
 from memstrata.store.codec import SESSION_ID_MAX
-from memstrata.store.sqlite.titles import TITLE_MAX_CHARS
+from memstrata.store.titles import TITLE_MAX_CHARS
 
 # Everything a malformed record can make a converter raise. Converters are written to
 # check types, so these are the safety net that keeps one record from ending the import.

@@ -1,9 +1,8 @@
-"""Message rows on PostgreSQL: insert, read, archive, replace, delete.
+"""PostgreSQL primitives over the ``messages`` table: insert, read, archive, delete, vectors.
 
-The rules of :mod:`memstrata.store.sqlite.messages` (counters, validation before the first
-write, archived rows kept searchable when compacted) for one tenant. The word and
-trigram indexes follow the row by themselves (a generated column and an expression
-index); the CJK bigram column is computed here, with the row, from the same text.
+The word and trigram indexes follow the row by themselves (a generated column and an
+expression index); the CJK bigram column is computed here, with the row, from the same
+text. Every statement is scoped to the transaction's tenant.
 """
 
 from __future__ import annotations
@@ -13,10 +12,17 @@ from typing import Any
 
 import psycopg
 
-from memstrata.errors import SessionStoreError
 from memstrata.query.cjk import cjk_terms
-from memstrata.store.postgres.codec import MESSAGE_SELECT, pg_text, row_to_message, to_pg_content
-from memstrata.store.sqlite.messages import _values
+from memstrata.store.backend import Transaction
+from memstrata.store.codec import MessageValues
+from memstrata.store.hits import text_of
+from memstrata.store.postgres.codec import (
+    MESSAGE_SELECT,
+    pg_text,
+    row_to_message,
+    sqlite_form,
+    to_pg_content,
+)
 
 Conn = psycopg.Connection[Any]
 MAX_POSITION = 16383
@@ -58,172 +64,293 @@ def quote_lexeme(token: str) -> str:
     return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def prepare(ns: str, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Validate every message and return the rows to insert plus counter deltas.
-
-    Returns a list of ``(values, n_tool_calls)``; nothing is written, so a bad message
-    leaves the session untouched.
-    """
-    rows = []
-    for index, message in enumerate(messages):
-        values, n_calls = _values(session_id, message, index)
-        (sid, role, content, call_id, calls, tool, stamp, tokens, finish, reasoning, api) = values
-        content = to_pg_content(content)
-        row = [
-            ns,
-            sid,
-            pg_text(role),
-            content,
-            pg_text(call_id),
-            pg_text(calls),
-            pg_text(tool),
-            stamp,
-            tokens,
-            pg_text(finish),
-            pg_text(reasoning),
-            to_pg_content(api),
-            cjk_vector(content, tool, calls),
-        ]
-        rows.append((row, n_calls))
-    return rows
+# Rows recall may show: live and compaction-archived ones, not rewound ones.
+_SHOWN = "(m.active = 1 OR m.compacted = 1)"
+_INSERT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector)"
 
 
-def insert_messages(
-    conn: Conn, ns: str, session_id: str, messages: Sequence[Mapping[str, Any]]
-) -> list[int]:
-    """Insert ``messages`` as live rows and bump the session's counters; return the ids."""
-    return insert_prepared(conn, ns, session_id, prepare(ns, session_id, messages))
+def _row(ns: str, session_id: str, v: MessageValues) -> list[Any]:
+    content = to_pg_content(v.content)
+    calls = pg_text(v.tool_calls)
+    tool = pg_text(v.tool_name)
+    return [
+        ns,
+        session_id,
+        pg_text(v.role),
+        content,
+        pg_text(v.tool_call_id),
+        calls,
+        tool,
+        v.timestamp,
+        v.token_count,
+        pg_text(v.finish_reason),
+        pg_text(v.reasoning),
+        to_pg_content(v.api_content),
+        cjk_vector(content, tool, calls),
+    ]
 
 
-def insert_prepared(conn: Conn, ns: str, session_id: str, rows: Sequence[Any]) -> list[int]:
-    """Insert rows made by :func:`prepare` (validated, encoded) and bump the counters."""
-    if not rows:
-        return []
-    placeholders = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector)"
-    params: list[Any] = []
-    for values, _ in rows:
-        params.extend(values)
-    # One statement for the whole turn; RETURNING keeps the order of VALUES.
-    cursor = conn.execute(
-        f"INSERT INTO messages ({_INSERT_COLUMNS}) VALUES "
-        + ", ".join([placeholders] * len(rows))
-        + " RETURNING id",
-        params,
-    )
-    ids = [int(r["id"]) for r in cursor.fetchall()]
-    newest = max(values[7] for values, _ in rows)
-    conn.execute(
-        "UPDATE sessions SET message_count = message_count + %s, "
-        "tool_call_count = tool_call_count + %s, "
-        "last_active = GREATEST(COALESCE(last_active, %s), %s) "
-        "WHERE namespace = %s AND id = %s",
-        (len(rows), sum(n for _, n in rows), newest, newest, ns, session_id),
-    )
-    return ids
+def _visible_where(
+    ns: str,
+    session_ids: Sequence[str],
+    hide_live: Sequence[str],
+    below: int | None,
+    above: int | None,
+) -> tuple[str, list[Any]]:
+    where = f"m.namespace = %s AND m.session_id = ANY(%s) AND {_SHOWN}"
+    params: list[Any] = [ns, list(session_ids)]
+    if hide_live:
+        where += " AND NOT (m.active = 1 AND m.session_id = ANY(%s))"
+        params.append(list(hide_live))
+    if below is not None:
+        where += " AND m.id < %s"
+        params.append(below)
+    if above is not None:
+        where += " AND m.id > %s"
+        params.append(above)
+    return where, params
 
 
-def recount(conn: Conn, ns: str, session_id: str) -> None:
-    """Recompute message_count, tool_call_count and last_active from the rows."""
-    conn.execute(
-        "UPDATE sessions SET "
-        "message_count = (SELECT count(*) FROM messages "
-        "  WHERE namespace = %(ns)s AND session_id = %(sid)s AND active = 1), "
-        f"tool_call_count = (SELECT {_TOOL_CALLS_IN_ROWS} FROM messages "
-        "  WHERE namespace = %(ns)s AND session_id = %(sid)s), "
-        "last_active = (SELECT max(timestamp) FROM messages "
-        "  WHERE namespace = %(ns)s AND session_id = %(sid)s) "
-        "WHERE namespace = %(ns)s AND id = %(sid)s",
-        {"ns": ns, "sid": session_id},
-    )
+class MessageRows(Transaction):
+    """The message primitives of a PostgreSQL transaction."""
 
+    conn: Conn
+    ns: str
 
-def get_messages(
-    conn: Conn, ns: str, session_id: str, *, include_inactive: bool = False
-) -> list[dict[str, Any]]:
-    """The session's messages ordered by id (live ones only unless asked)."""
-    active = "" if include_inactive else " AND m.active = 1"
-    rows = conn.execute(
-        f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s "
-        f"AND m.session_id = %s{active} ORDER BY m.id",
-        (ns, session_id),
-    ).fetchall()
-    return [row_to_message(r) for r in rows]
-
-
-def around(conn: Conn, ns: str, message_id: int, window: int) -> dict[str, Any]:
-    """The message ``message_id`` with up to ``window`` neighbours on each side."""
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise SessionStoreError("window must be zero or more.")
-    row = conn.execute(
-        f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s AND m.id = %s",
-        (ns, int(message_id)),
-    ).fetchone()
-    if row is None:
-        raise SessionStoreError(
-            f"No message {message_id}: it may have been deleted; search again for fresh ids."
+    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+        params: list[Any] = []
+        for v in rows:
+            params.extend(_row(self.ns, session_id, v))
+        # One statement for the whole turn; RETURNING keeps the order of VALUES.
+        cursor = self.conn.execute(
+            f"INSERT INTO messages ({_INSERT_COLUMNS}) VALUES "
+            + ", ".join([_INSERT_ROW] * len(rows))
+            + " RETURNING id",
+            params,
         )
-    sid = row["session_id"]
-    before = conn.execute(
-        f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s AND m.session_id = %s "
-        "AND m.id < %s ORDER BY m.id DESC LIMIT %s",
-        (ns, sid, message_id, window),
-    ).fetchall()
-    after = conn.execute(
-        f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s AND m.session_id = %s "
-        "AND m.id > %s ORDER BY m.id LIMIT %s",
-        (ns, sid, message_id, window),
-    ).fetchall()
-    first = before[-1]["id"] if before else message_id
-    last = after[-1]["id"] if after else message_id
-    counts = conn.execute(
-        "SELECT count(*) FILTER (WHERE id < %s) AS b, count(*) FILTER (WHERE id > %s) AS a "
-        "FROM messages WHERE namespace = %s AND session_id = %s",
-        (first, last, ns, sid),
-    ).fetchone()
-    anchor = row_to_message(row)
-    return {
-        "session_id": sid,
-        "anchor": anchor,
-        "messages": [row_to_message(r) for r in reversed(before)]
-        + [anchor]
-        + [row_to_message(r) for r in after],
-        "messages_before": int(counts["b"] if counts else 0),
-        "messages_after": int(counts["a"] if counts else 0),
-        "window": window,
-    }
+        ids = [int(r["id"]) for r in cursor.fetchall()]
+        newest = max(v.timestamp for v in rows)
+        self.conn.execute(
+            "UPDATE sessions SET message_count = message_count + %s, "
+            "tool_call_count = tool_call_count + %s, "
+            "last_active = GREATEST(COALESCE(last_active, %s), %s) "
+            "WHERE namespace = %s AND id = %s",
+            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, self.ns, session_id),
+        )
+        return ids
 
+    def messages(self, session_id: str, *, include_inactive: bool) -> list[dict[str, Any]]:
+        active = "" if include_inactive else " AND m.active = 1"
+        rows = self.conn.execute(
+            f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s "
+            f"AND m.session_id = %s{active} ORDER BY m.id",
+            (self.ns, session_id),
+        ).fetchall()
+        return [row_to_message(r) for r in rows]
 
-def archive(
-    conn: Conn, ns: str, session_id: str, ids: Sequence[int] | None, compacted: bool
-) -> int:
-    """Set live rows (``ids``, or all when None) to ``active=0``; return how many."""
-    sql = (
-        "UPDATE messages SET active = 0, compacted = %s WHERE namespace = %s "
-        "AND session_id = %s AND active = 1"
-    )
-    params: list[Any] = [int(compacted), ns, session_id]
-    if ids is not None:
-        sql += " AND id = ANY(%s)"
-        params.append([int(i) for i in ids])
-    changed = conn.execute(sql, params).rowcount
-    recount(conn, ns, session_id)
-    return changed
+    def message(self, message_id: int) -> dict[str, Any] | None:
+        row = self.conn.execute(
+            f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s AND m.id = %s",
+            (self.ns, message_id),
+        ).fetchone()
+        return None if row is None else row_to_message(row)
 
+    def neighbours(
+        self, session_id: str, message_id: int, count: int, *, before: bool
+    ) -> list[dict[str, Any]]:
+        op, order = ("<", "DESC") if before else (">", "ASC")
+        rows = self.conn.execute(
+            f"SELECT {MESSAGE_SELECT} FROM messages m WHERE m.namespace = %s "
+            f"AND m.session_id = %s AND m.id {op} %s ORDER BY m.id {order} LIMIT %s",
+            (self.ns, session_id, message_id, count),
+        ).fetchall()
+        return [row_to_message(r) for r in rows]
 
-def delete_rows(conn: Conn, ns: str, session_id: str, *, active_only: bool) -> int:
-    """Delete the session's rows; they leave every index with them."""
-    active = " AND active = 1" if active_only else ""
-    return conn.execute(
-        f"DELETE FROM messages WHERE namespace = %s AND session_id = %s{active}", (ns, session_id)
-    ).rowcount
+    def count_beyond(self, session_id: str, first: int, last: int) -> tuple[int, int]:
+        row = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE id < %s) AS b, count(*) FILTER (WHERE id > %s) AS a "
+            "FROM messages WHERE namespace = %s AND session_id = %s",
+            (first, last, self.ns, session_id),
+        ).fetchone()
+        return (int(row["b"]), int(row["a"])) if row else (0, 0)
 
+    def archive_messages(self, session_id: str, ids: Sequence[int] | None, compacted: bool) -> int:
+        sql = (
+            "UPDATE messages SET active = 0, compacted = %s WHERE namespace = %s "
+            "AND session_id = %s AND active = 1"
+        )
+        params: list[Any] = [int(compacted), self.ns, session_id]
+        if ids is not None:
+            sql += " AND id = ANY(%s)"
+            params.append(list(ids))
+        return int(self.conn.execute(sql, params).rowcount)
 
-def delete_by_id(conn: Conn, ns: str, message_ids: Sequence[int]) -> int:
-    """Delete the tenant's messages with these ids, recount their sessions; return how many."""
-    rows = conn.execute(
-        "DELETE FROM messages WHERE namespace = %s AND id = ANY(%s) RETURNING session_id",
-        (ns, [int(i) for i in message_ids]),
-    ).fetchall()
-    for sid in sorted({r["session_id"] for r in rows}):
-        recount(conn, ns, sid)
-    return len(rows)
+    def delete_session_messages(self, session_id: str, *, active_only: bool) -> int:
+        active = " AND active = 1" if active_only else ""
+        return int(
+            self.conn.execute(
+                f"DELETE FROM messages WHERE namespace = %s AND session_id = %s{active}",
+                (self.ns, session_id),
+            ).rowcount
+        )
+
+    def delete_messages(self, message_ids: Sequence[int]) -> tuple[int, list[str]]:
+        rows = self.conn.execute(
+            "DELETE FROM messages WHERE namespace = %s AND id = ANY(%s) RETURNING session_id",
+            (self.ns, list(message_ids)),
+        ).fetchall()
+        return len(rows), sorted({str(r["session_id"]) for r in rows})
+
+    def recount(self, session_id: str) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET "
+            "message_count = (SELECT count(*) FROM messages "
+            "  WHERE namespace = %(ns)s AND session_id = %(sid)s AND active = 1), "
+            f"tool_call_count = (SELECT {_TOOL_CALLS_IN_ROWS} FROM messages "
+            "  WHERE namespace = %(ns)s AND session_id = %(sid)s), "
+            "last_active = (SELECT max(timestamp) FROM messages "
+            "  WHERE namespace = %(ns)s AND session_id = %(sid)s) "
+            "WHERE namespace = %(ns)s AND id = %(sid)s",
+            {"ns": self.ns, "sid": session_id},
+        )
+
+    def message_ids(
+        self, since: float | None, until: float | None, session_ids: Sequence[str] | None
+    ) -> list[int]:
+        sql = "SELECT id FROM messages WHERE namespace = %s"
+        params: list[Any] = [self.ns]
+        if since is not None:
+            sql += " AND timestamp >= %s"
+            params.append(since)
+        if until is not None:
+            sql += " AND timestamp <= %s"
+            params.append(until)
+        if session_ids is not None:
+            sql += " AND session_id = ANY(%s)"
+            params.append(list(session_ids))
+        return [int(r["id"]) for r in self.conn.execute(sql + " ORDER BY id", params).fetchall()]
+
+    # -- recall --------------------------------------------------------------------------
+
+    def visible(
+        self,
+        session_ids: Sequence[str],
+        hide_live: Sequence[str],
+        *,
+        below: int | None = None,
+        above: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        where, params = _visible_where(self.ns, session_ids, hide_live, below, above)
+        sql = (
+            f"SELECT {MESSAGE_SELECT} FROM messages m WHERE {where} "
+            f"ORDER BY m.id {'DESC' if newest_first else 'ASC'}"
+        )
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(limit)
+        return [row_to_message(r) for r in self.conn.execute(sql, params).fetchall()]
+
+    def count_visible(
+        self,
+        session_ids: Sequence[str],
+        hide_live: Sequence[str],
+        *,
+        below: int | None = None,
+        above: int | None = None,
+    ) -> int:
+        where, params = _visible_where(self.ns, session_ids, hide_live, below, above)
+        row = self.conn.execute(f"SELECT count(*) AS n FROM messages m WHERE {where}", params)
+        found = row.fetchone()
+        return int(found["n"]) if found else 0
+
+    def visible_size(
+        self, session_ids: Sequence[str], hide_live: Sequence[str]
+    ) -> tuple[int, int, int]:
+        where, params = _visible_where(self.ns, session_ids, hide_live, None, None)
+        # Lengths as SQLite counts them: the stored text, structured content in its
+        # SQLite encoding (the sentinel has the same length on both).
+        row = self.conn.execute(
+            "SELECT count(*) AS n, coalesce(max(m.id), 0) AS last, "
+            "coalesce(sum(length(m.content)), 0) + coalesce(sum(length(m.tool_calls)), 0) "
+            f"AS chars FROM messages m WHERE {where}",
+            params,
+        ).fetchone()
+        return (int(row["n"]), int(row["last"]), int(row["chars"])) if row else (0, 0, 0)
+
+    # -- vectors -------------------------------------------------------------------------
+
+    def count_unvectored(self, model: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) AS n FROM messages m WHERE m.namespace = %s AND NOT EXISTS "
+            "(SELECT 1 FROM message_vectors v WHERE v.namespace = m.namespace "
+            "AND v.model = %s AND v.message_id = m.id)",
+            (self.ns, model),
+        ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def unvectored(self, model: str, after: int, limit: int) -> list[tuple[int, str, str | None]]:
+        rows = self.conn.execute(
+            "SELECT m.id, m.content, m.tool_name FROM messages m WHERE m.namespace = %s "
+            "AND m.id > %s AND NOT EXISTS (SELECT 1 FROM message_vectors v "
+            "WHERE v.namespace = m.namespace AND v.model = %s AND v.message_id = m.id) "
+            "ORDER BY m.id LIMIT %s",
+            (self.ns, after, model, limit),
+        ).fetchall()
+        return [(int(r["id"]), text_of(sqlite_form(r["content"])), r["tool_name"]) for r in rows]
+
+    def put_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes], at: float) -> int:
+        alive = {
+            int(r["id"])
+            for r in self.conn.execute(
+                "SELECT id FROM messages WHERE namespace = %s AND id = ANY(%s)",
+                (self.ns, list(vectors)),
+            ).fetchall()
+        }
+        rows = [
+            (self.ns, model, mid, dims, blob, at) for mid, blob in vectors.items() if mid in alive
+        ]
+        with self.conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO message_vectors(namespace, model, message_id, dims, vector, "
+                "created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (namespace, model, message_id) DO UPDATE SET dims = EXCLUDED.dims, "
+                "vector = EXCLUDED.vector, created_at = EXCLUDED.created_at",
+                rows,
+            )
+        return len(rows)
+
+    def stored_vectors(
+        self,
+        model: str,
+        message_ids: Sequence[int],
+        session_ids: Sequence[str],
+        scan: int,
+        recent: int,
+    ) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        if scan > 0 and session_ids:
+            for r in self.conn.execute(
+                "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
+                "ON v.namespace = m.namespace AND v.model = %s AND v.message_id = m.id "
+                "WHERE m.namespace = %s AND m.session_id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
+                (model, self.ns, list(session_ids), scan),
+            ).fetchall():
+                found[int(r["message_id"])] = bytes(r["vector"])
+        if recent > 0:
+            for r in self.conn.execute(
+                "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
+                "AND model = %s ORDER BY message_id DESC LIMIT %s",
+                (self.ns, model, recent),
+            ).fetchall():
+                found[int(r["message_id"])] = bytes(r["vector"])
+        missing = sorted({int(i) for i in message_ids} - set(found))
+        if missing:
+            for r in self.conn.execute(
+                "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
+                "AND model = %s AND message_id = ANY(%s)",
+                (self.ns, model, missing),
+            ).fetchall():
+                found[int(r["message_id"])] = bytes(r["vector"])
+        return found

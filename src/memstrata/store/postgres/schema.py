@@ -263,7 +263,7 @@ def m001_initial(conn: psycopg.Connection[Any]) -> None:
     for sql in _M001_INDEXES.values():
         conn.execute(sql)
     # Lineage falls back to markers in model_config for imported rows (see
-    # memstrata.store.sqlite.lineage); model_config is free text, so reading it as JSON must
+    # memstrata.store.lineage); model_config is free text, so reading it as JSON must
     # never raise (PostgreSQL 15 has no IS JSON).
     conn.execute(
         """
@@ -372,4 +372,35 @@ def m003_curated_memory_history(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "CREATE TRIGGER curated_memory_history_no_update BEFORE UPDATE ON curated_memory_history "
         "FOR EACH ROW EXECUTE FUNCTION memstrata_history_append_only()"
+    )
+
+
+@migration
+def m004_expansions_and_vectors(conn: psycopg.Connection[Any]) -> None:
+    # The two caches of the recall options that SQLite keeps (its m003 and m004):
+    # message vectors for hybrid recall, as unit float32 blobs compared in the client
+    # (no extension is needed on the server), and query expansions per model and question.
+    # A vector goes with its message (ON DELETE CASCADE), as SQLite's trigger does it.
+    _run(
+        conn,
+        """
+        CREATE TABLE message_vectors (
+            namespace text NOT NULL,
+            model text NOT NULL,
+            message_id bigint NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+            dims integer NOT NULL,
+            vector bytea NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (namespace, model, message_id)
+        );
+        CREATE INDEX idx_message_vectors_message ON message_vectors(message_id);
+        CREATE TABLE query_expansions (
+            namespace text NOT NULL,
+            model text NOT NULL,
+            query text NOT NULL,
+            subqueries text NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (namespace, model, query)
+        )
+        """,
     )

@@ -1,4 +1,4 @@
-"""Full-text search on PostgreSQL, with the semantics of :mod:`memstrata.store.sqlite.fulltext`.
+"""Full-text search on PostgreSQL: the candidates of a compiled query, and the rows hits show.
 
 A query is parsed once by :mod:`memstrata.query.compile` (natural language by default; ``AND``,
 ``OR``, ``NOT``, ``"phrases"`` and ``prefix*`` when written; never a syntax error) and
@@ -24,49 +24,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import psycopg
 
-from memstrata.errors import SessionStoreError
-from memstrata.query.compile import CompiledQuery, Node, Term, compile_query
-from memstrata.query.dates import DateWindow, spans_of
-from memstrata.query.filters import Filters, make_filters
-from memstrata.store import boosts
-from memstrata.store.postgres import lineage
+from memstrata.query.compile import CompiledQuery, Node, Term
+from memstrata.query.filters import Filters
+from memstrata.store.backend import HitRow, Order, Transaction
+from memstrata.store.hits import text_of
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
-from memstrata.store.sqlite.fulltext import (
-    BOOLEAN_RANKED,
-    CANDIDATES,
-    MESSAGE_CANDIDATES,
-    SESSION_HIT_DECAY,
-    SESSION_TOP_HITS,
-    WINDOW_SCORE,
-    Candidate,
-    _check_paging,
-    aggregate_sessions,
-    dated_query,
-    session_results,
-)
-from memstrata.store.sqlite.hits import CONTEXT_CHARS, SNIPPET_CHARS, highlight, highlight_needles
-from memstrata.store.sqlite.hits import text_of as _sqlite_text_of
-from memstrata.store.sqlite.titles import escape_like
-
-if TYPE_CHECKING:
-    from memstrata.store.postgres.store import PostgresSessionStore
+from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF, Candidate
+from memstrata.store.titles import escape_like
 
 Conn = psycopg.Connection[Any]
-Order = Literal["rank", "newest", "oldest"]
 
-# A term held by more rows than this is "common": its IDF is low, and fetching all its
-# rows would make a query's cost grow with the store. It is counted up to here only,
-# and an OR query ranks every row of its rarer terms but only the newest of the common
-# ones. The value of SQLite's fulltext.COMMON_DF, measured there on LoCoMo recall.
-COMMON_DF = 500
 # ts_rank normalisation 1 (rank / (1 + log(length))): of 0, 1, 2 and 8 it agrees best
 # with SQLite's BM25 on the benchmark corpus (tests/test_postgres_store.py measures it).
 RANK_NORMALIZATION = 1
@@ -214,6 +189,10 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     if filters.exclude_session_ids:
         clauses.append("NOT (m.session_id = ANY(%s))")
         params.append(list(filters.exclude_session_ids))
+    if filters.hide_live:
+        # The live rows of the current conversation are in the model's context already.
+        clauses.append("NOT (m.active = 1 AND m.session_id = ANY(%s))")
+        params.append(list(filters.hide_live))
     if filters.since is not None:
         clauses.append("m.timestamp >= %s")
         params.append(filters.since)
@@ -482,265 +461,122 @@ def collect_candidates(
     return _score(found, dfs, total, len(terms))
 
 
-def _text_of(content: str | None) -> str:
-    return _sqlite_text_of(sqlite_form(content))
+class SearchRows(Transaction):
+    """The search primitives of a PostgreSQL transaction."""
 
+    conn: Conn
+    ns: str
 
-def hit_dicts(
-    conn: Conn,
-    ns: str,
-    compiled: CompiledQuery,
-    page: Sequence[Candidate],
-    filters: Filters,
-    *,
-    context: bool = True,
-) -> list[dict[str, Any]]:
-    """The final page as result dicts (snippets, session fields, neighbours)."""
-    if not page:
-        return []
-    ids = [c.id for c in page]
-    rows = {
-        int(r["id"]): r
-        for r in conn.execute(
+    def candidates(
+        self, compiled: CompiledQuery, filters: Filters, k: int, order: Order
+    ) -> list[Candidate]:
+        return collect_candidates(self.conn, self.ns, compiled, filters, k=k, order=order)
+
+    def written_between(
+        self, spans: Sequence[tuple[float, float]], filters: Filters, k: int
+    ) -> list[Candidate]:
+        where, params = filter_sql(self.ns, filters)
+        inside = " OR ".join("(m.timestamp >= %s AND m.timestamp < %s)" for _ in spans)
+        rows = self.conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} "
+            f"AND ({inside}) ORDER BY m.timestamp DESC LIMIT %s",
+            [*params, *(bound for span in spans for bound in span), k],
+        ).fetchall()
+        return [Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"])) for r in rows]
+
+    def timestamp_range(self) -> tuple[float | None, float | None]:
+        row = self.conn.execute(
+            "SELECT min(timestamp) AS first, max(timestamp) AS last FROM messages "
+            "WHERE namespace = %s",
+            (self.ns,),
+        ).fetchone()
+        return (row["first"], row["last"]) if row else (None, None)
+
+    def hit_rows(
+        self, message_ids: Sequence[int], filters: Filters, *, context: bool
+    ) -> dict[int, HitRow]:
+        rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
             "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
             "JOIN sessions s ON s.namespace = m.namespace AND s.id = m.session_id "
             "WHERE m.namespace = %s AND m.id = ANY(%s)",
-            (ns, ids),
+            (self.ns, list(message_ids)),
         ).fetchall()
-    }
-    needles = highlight_needles(compiled)
-    contexts = _contexts(conn, ns, ids, filters.include_inactive) if context else {}
-    out: list[dict[str, Any]] = []
-    for cand in page:
-        row = rows.get(cand.id)
-        if row is None:  # deleted between the two reads
-            continue
-        fields = [_text_of(row["content"]), row["tool_name"] or "", row["tool_calls"] or ""]
-        chosen = next(
-            (f for f in fields if any(n in f.lower() for n in needles)),
-            fields[0] or fields[1] or fields[2],
-        )
-        hit: dict[str, Any] = {
-            "id": cand.id,
-            "session_id": row["session_id"],
-            "role": row["role"],
-            "snippet": highlight(chosen, needles, SNIPPET_CHARS),
-            "timestamp": row["timestamp"],
-            "tool_name": row["tool_name"],
-            "source": row["source"],
-            "model": row["model"],
-            "session_started": row["started_at"],
-            "score": round(cand.score, 6),
-        }
-        if context:
-            hit["context"] = contexts.get(cand.id, [])
-        out.append(hit)
-    return out
-
-
-def _contexts(
-    conn: Conn, ns: str, ids: Sequence[int], include_inactive: bool
-) -> dict[int, list[dict[str, str]]]:
-    """The previous and next visible message of each hit, in two statements for the page."""
-    visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
-    same = "n.namespace = m.namespace AND n.session_id = m.session_id"
-    neighbours = conn.execute(
-        f"SELECT m.id, "
-        f"(SELECT n.id FROM messages n WHERE {same} AND n.id < m.id{visible} "
-        "ORDER BY n.id DESC LIMIT 1) AS prev, "
-        f"(SELECT n.id FROM messages n WHERE {same} AND n.id > m.id{visible} "
-        "ORDER BY n.id ASC LIMIT 1) AS next "
-        "FROM messages m WHERE m.namespace = %s AND m.id = ANY(%s)",
-        (ns, list(ids)),
-    ).fetchall()
-    wanted = sorted({int(r[k]) for r in neighbours for k in ("prev", "next") if r[k] is not None})
-    texts: dict[int, dict[str, str]] = {}
-    if wanted:
-        for r in conn.execute(
-            "SELECT id, role, content FROM messages WHERE namespace = %s AND id = ANY(%s)",
-            (ns, wanted),
-        ).fetchall():
-            texts[int(r["id"])] = {
-                "role": r["role"],
-                "content": _text_of(r["content"])[:CONTEXT_CHARS],
-            }
-    return {
-        int(r["id"]): [
-            texts[int(r[k])] for k in ("prev", "next") if r[k] is not None and int(r[k]) in texts
-        ]
-        for r in neighbours
-    }
-
-
-def search_messages(
-    store: PostgresSessionStore,
-    query: str | None,
-    *,
-    role_filter: str | Iterable[str] | None = None,
-    source_filter: str | Iterable[str] | None = None,
-    exclude_sources: str | Iterable[str] | None = None,
-    exclude_session_ids: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    sort: str | None = None,
-    limit: int = 20,
-    offset: int = 0,
-    include_inactive: bool = False,
-    dates: bool = True,
-) -> list[dict[str, Any]]:
-    """Search the tenant's messages; the arguments and hits of
-    :func:`memstrata.store.sqlite.fulltext.search_messages` (``dates``: the date awareness of
-    :func:`memstrata.store.sqlite.fulltext.dated_query`, for a ranked search)."""
-    _check_paging(limit, offset, sort, query)
-    filters = make_filters(
-        role_filter=role_filter,
-        source_filter=source_filter,
-        exclude_sources=exclude_sources,
-        exclude_session_ids=exclude_session_ids,
-        since=since,
-        until=until,
-        include_inactive=include_inactive,
-    )
-    order: Order = "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
-    k = max(MESSAGE_CANDIDATES, offset + limit)
-    with store.connection(snapshot=True) as conn:
-        if order == "rank":
-            compiled, cands = rank_query(
-                conn, store.namespace, query, filters, k=k, dates=dates, want=offset + limit
+        contexts = self._contexts(message_ids, filters.include_inactive) if context else {}
+        return {
+            int(r["id"]): HitRow(
+                id=int(r["id"]),
+                session_id=str(r["session_id"]),
+                role=str(r["role"]),
+                text=text_of(sqlite_form(r["content"])),
+                tool_name=r["tool_name"],
+                tool_calls=r["tool_calls"],
+                timestamp=float(r["timestamp"]),
+                source=r["source"],
+                model=r["model"],
+                session_started=r["started_at"],
+                context=tuple(contexts.get(int(r["id"]), ())),
             )
-        else:
-            compiled = compile_query(query)
-            if compiled.is_empty:
-                return []
-            cands = collect_candidates(conn, store.namespace, compiled, filters, k=k, order=order)
-        return hit_dicts(conn, store.namespace, compiled, cands[offset : offset + limit], filters)
-
-
-def rank_query(
-    conn: Conn,
-    ns: str,
-    query: str | None,
-    filters: Filters,
-    *,
-    k: int,
-    dates: bool = True,
-    want: int = 0,
-    by_session: bool = False,
-) -> tuple[CompiledQuery, list[Candidate]]:
-    """Ranked candidates with the dates a query names as evidence, as on SQLite.
-
-    The dates leave the keywords and boost the messages written then
-    (``memstrata.store.boosts.DATE_BOOST``); a query made only of a date also fetches
-    the newest messages written inside it. An explicit query that finds fewer than
-    ``want`` messages (sessions, with ``by_session``) adds its fallback below its hits.
-    """
-    compiled, windows, date_only = dated_query(query, dates=dates)
-    cands = (
-        collect_candidates(conn, ns, compiled, filters, k=k, order="rank")
-        if not compiled.is_empty
-        else []
-    )
-    fallback = compiled.fallback
-    if fallback is not None and want and boosts.too_few(cands, want, sessions=by_session):
-        found = {c.id: c for c in cands}
-        fallen = collect_candidates(conn, ns, fallback, filters, k=k, order="rank")
-        boosts.merge_fallback(found, fallen)
-        cands = list(found.values())
-    if date_only:
-        seen = {c.id for c in cands}
-        cands += [c for c in _window_candidates(conn, ns, windows, filters, k) if c.id not in seen]
-    boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
-    cands.sort(key=lambda c: (-c.score, -c.id))
-    return compiled, cands
-
-
-def _window_candidates(
-    conn: Conn, ns: str, windows: Sequence[DateWindow], filters: Filters, k: int
-) -> list[Candidate]:
-    """The tenant's newest ``k`` messages written inside the windows (on the tenant's
-    timestamp index)."""
-    first = last = None
-    if any(w.month is not None for w in windows):
-        row = conn.execute(
-            "SELECT min(timestamp) AS first, max(timestamp) AS last FROM messages "
-            "WHERE namespace = %s",
-            (ns,),
-        ).fetchone()
-        if row is not None:
-            first, last = row["first"], row["last"]
-    spans = spans_of(windows, first, last)
-    if not spans:
-        return []
-    where, params = filter_sql(ns, filters)
-    inside = " OR ".join("(m.timestamp >= %s AND m.timestamp < %s)" for _ in spans)
-    rows = conn.execute(
-        f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} AND ({inside}) "
-        "ORDER BY m.timestamp DESC LIMIT %s",
-        [*params, *(bound for span in spans for bound in span), k],
-    ).fetchall()
-    return [
-        Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, WINDOW_SCORE)
-        for r in rows
-    ]
-
-
-def search_sessions(
-    store: PostgresSessionStore,
-    query: str | None,
-    *,
-    limit: int = 10,
-    role_filter: str | Iterable[str] | None = None,
-    source_filter: str | Iterable[str] | None = None,
-    exclude_sources: str | Iterable[str] | None = None,
-    exclude_session_ids: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    include_inactive: bool = False,
-    by_lineage: bool = False,
-    top_hits: int = SESSION_TOP_HITS,
-    hit_decay: float = SESSION_HIT_DECAY,
-    dates: bool = True,
-) -> list[dict[str, Any]]:
-    """Rank the tenant's sessions for ``query`` as
-    :func:`memstrata.store.sqlite.fulltext.search_sessions` does (its best ``top_hits`` messages,
-    the i-th weighted ``hit_decay ** i``, the dates the query names as evidence); the same result
-    keys. Speaker and embedding evidence are SQLite-only for now."""
-    _check_paging(limit, 0, None, query)
-    if top_hits < 1:
-        raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
-    if not isinstance(hit_decay, int | float) or not 0 < hit_decay <= 1:
-        raise SessionStoreError(
-            f"hit_decay must be a number in (0, 1] (1 sums the best hits), got {hit_decay!r}."
-        )
-    filters = make_filters(
-        role_filter=role_filter,
-        source_filter=source_filter,
-        exclude_sources=exclude_sources,
-        exclude_session_ids=exclude_session_ids,
-        since=since,
-        until=until,
-        include_inactive=include_inactive,
-    )
-    ns = store.namespace
-    with store.connection(snapshot=True) as conn:
-        compiled, cands = rank_query(
-            conn, ns, query, filters, k=CANDIDATES, dates=dates, want=limit, by_session=True
-        )
-        if not cands:
-            return []
-        sids = {c.session_id for c in cands}
-        roots = lineage.lineage_roots(conn, ns, sids) if by_lineage else {sid: sid for sid in sids}
-        ranked = aggregate_sessions(cands, roots, top_hits=top_hits, decay=hit_decay)[:limit]
-        best = [group[0] for _, group in ranked]
-        hits = {h["id"]: h for h in hit_dicts(conn, ns, compiled, best, filters, context=False)}
-        titles = {
-            str(r["id"]): r["title"]
-            for r in conn.execute(
-                "SELECT id, title FROM sessions WHERE namespace = %s AND id = ANY(%s)",
-                (ns, [c.session_id for c in best]),
-            ).fetchall()
+            for r in rows
         }
-    return session_results(
-        ranked, hits, titles, by_lineage=by_lineage, top_hits=top_hits, hit_decay=hit_decay
-    )
+
+    def _contexts(
+        self, ids: Sequence[int], include_inactive: bool
+    ) -> dict[int, list[dict[str, str]]]:
+        """The previous and next visible message of each hit, in two statements."""
+        visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
+        same = "n.namespace = m.namespace AND n.session_id = m.session_id"
+        neighbours = self.conn.execute(
+            f"SELECT m.id, "
+            f"(SELECT n.id FROM messages n WHERE {same} AND n.id < m.id{visible} "
+            "ORDER BY n.id DESC LIMIT 1) AS prev, "
+            f"(SELECT n.id FROM messages n WHERE {same} AND n.id > m.id{visible} "
+            "ORDER BY n.id ASC LIMIT 1) AS next "
+            "FROM messages m WHERE m.namespace = %s AND m.id = ANY(%s)",
+            (self.ns, list(ids)),
+        ).fetchall()
+        wanted = sorted(
+            {int(r[k]) for r in neighbours for k in ("prev", "next") if r[k] is not None}
+        )
+        texts: dict[int, dict[str, str]] = {}
+        if wanted:
+            for r in self.conn.execute(
+                "SELECT id, role, content FROM messages WHERE namespace = %s AND id = ANY(%s)",
+                (self.ns, wanted),
+            ).fetchall():
+                texts[int(r["id"])] = {
+                    "role": r["role"],
+                    "content": text_of(sqlite_form(r["content"])),
+                }
+        return {
+            int(r["id"]): [
+                texts[int(r[k])]
+                for k in ("prev", "next")
+                if r[k] is not None and int(r[k]) in texts
+            ]
+            for r in neighbours
+        }
+
+    def texts(self, message_ids: Sequence[int]) -> dict[int, str]:
+        rows = self.conn.execute(
+            "SELECT id, content, tool_name, tool_calls FROM messages "
+            "WHERE namespace = %s AND id = ANY(%s)",
+            (self.ns, list(message_ids)),
+        ).fetchall()
+        return {
+            int(r["id"]): " ".join(
+                x
+                for x in (text_of(sqlite_form(r["content"])), r["tool_name"], r["tool_calls"])
+                if x
+            ).lower()
+            for r in rows
+        }
+
+    def passing(self, message_ids: Sequence[int], filters: Filters) -> list[Candidate]:
+        where, params = filter_sql(self.ns, filters)
+        rows = self.conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE {where} "
+            "AND m.id = ANY(%s)",
+            [*params, list(message_ids)],
+        ).fetchall()
+        return [Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"])) for r in rows]

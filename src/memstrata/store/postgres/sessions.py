@@ -1,199 +1,331 @@
-"""Rows of the ``sessions`` table on PostgreSQL: upsert, titles, prefixes, deletion, pruning.
+"""PostgreSQL primitives over the ``sessions`` table: rows, titles, lineage links, listings.
 
-The rules are those of :mod:`memstrata.store.sqlite.sessions` and
-:mod:`memstrata.store.sqlite.titles`; every function takes the tenant's namespace and runs inside
-the caller's transaction.
+Every statement is scoped to the transaction's tenant (``namespace``); the rules that
+combine them are in :mod:`memstrata.store`, shared with SQLite.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import psycopg
 
-from memstrata.errors import AmbiguousSessionError, SessionNotFoundError, TitleConflictError
-from memstrata.store.postgres import lineage
-from memstrata.store.sqlite.sessions import not_found
-from memstrata.store.sqlite.titles import _NUMBERED, TITLE_MAX_CHARS, escape_like, sanitize_title
+from memstrata.errors import TitleConflictError
+from memstrata.store.backend import FILLED_ON_CONFLICT, Edge, ListingFilter, Transaction
+from memstrata.store.postgres.codec import from_pg_content, pg_text, session_row
+from memstrata.store.titles import escape_like
 
 Conn = psycopg.Connection[Any]
 
-# Upsert columns: on conflict the first writer's non-null value wins.
-_COALESCED = (
-    "user_id",
-    "model",
-    "model_config",
-    "system_prompt",
-    "parent_session_id",
-    "lineage_kind",
-    "title",
+# The classification of a child (memstrata.store.lineage documents the rule), with
+# memstrata_json_has_key standing in for SQLite's json_valid/json_type.
+KIND_SQL = """(CASE
+    WHEN s.parent_session_id IS NULL OR p.id IS NULL THEN NULL
+    WHEN s.lineage_kind IS NOT NULL THEN s.lineage_kind
+    WHEN memstrata_json_has_key(s.model_config, '_delegate_from') THEN 'delegate'
+    WHEN memstrata_json_has_key(s.model_config, '_branched_from') THEN 'branch'
+    WHEN s.source = 'subagent' THEN 'delegate'
+    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
+         AND p.end_reason = 'compression' THEN 'compression'
+    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
+    ELSE 'branch'
+END)"""
+_FROM = (
+    "FROM sessions s LEFT JOIN sessions p "
+    "ON p.namespace = s.namespace AND p.id = s.parent_session_id"
 )
+_EDGE = "s.id, s.parent_session_id, s.end_reason, s.ended_at, s.started_at, s.last_active"
+# A session's activity as the listing orders by it (a zero last_active counts as unset).
+_ACTIVITY = "COALESCE(NULLIF(s.last_active, 0), s.started_at)"
+_LISTED = f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"
+# Rows the listing's server-side cursor brings over per round trip.
+_LISTING_BATCH = 200
 
 
-def exists(conn: Conn, ns: str, session_id: str) -> bool:
-    """True when the tenant has a session with this exact id."""
-    row = conn.execute(
-        "SELECT 1 AS one FROM sessions WHERE namespace = %s AND id = %s", (ns, session_id)
-    ).fetchone()
-    return row is not None
-
-
-def require(conn: Conn, ns: str, session_id: str, *, lock: bool = False) -> None:
-    """Raise :class:`SessionNotFoundError` unless the session exists.
-
-    ``lock`` takes the row lock, which serialises writers of one session (counters,
-    compaction) the way SQLite's single writer does.
-    """
-    sql = "SELECT 1 AS one FROM sessions WHERE namespace = %s AND id = %s"
-    if conn.execute(sql + (" FOR UPDATE" if lock else ""), (ns, session_id)).fetchone() is None:
-        raise not_found(session_id)
-
-
-def title_of(conn: Conn, ns: str, session_id: str) -> str | None:
-    """The session's title, or None."""
-    row = conn.execute(
-        "SELECT title FROM sessions WHERE namespace = %s AND id = %s", (ns, session_id)
-    ).fetchone()
-    return row["title"] if row else None
-
-
-def upsert(conn: Conn, ns: str, values: Mapping[str, Any], title: str | None) -> None:
-    """Insert a session or fill its empty columns; then give it ``title`` if it has none."""
-    parent = values.get("parent_session_id")
-    if parent is not None and not exists(conn, ns, parent):
-        raise SessionNotFoundError(f"Parent session {parent!r} does not exist: create it first.")
-    columns = ["namespace", *values]
-    updates = ", ".join(f"{c} = COALESCE(sessions.{c}, EXCLUDED.{c})" for c in _COALESCED)
-    conn.execute(
-        f"INSERT INTO sessions ({', '.join(columns)}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))}) "
-        f"ON CONFLICT (namespace, id) DO UPDATE SET {updates}",
-        [ns, *values.values()],
+def _edge(row: Mapping[str, Any]) -> Edge:
+    return Edge(
+        row["id"],
+        row["parent_session_id"],
+        row["end_reason"],
+        row["ended_at"],
+        row["started_at"],
+        row["last_active"],
     )
-    if title is not None and title_of(conn, ns, values["id"]) is None:
-        set_title(conn, ns, values["id"], title)
 
 
-def resolve_prefix(conn: Conn, ns: str, prefix: str) -> str:
-    """An exact id, or the one id starting with ``prefix`` (LIKE wildcards are literal)."""
-    if not prefix:
-        raise SessionNotFoundError("Give a session id or a prefix of one.")
-    if exists(conn, ns, prefix):
-        return prefix
-    rows = conn.execute(
-        "SELECT id FROM sessions WHERE namespace = %s AND id LIKE %s "
-        "ORDER BY started_at DESC LIMIT 6",
-        (ns, escape_like(prefix) + "%"),
-    ).fetchall()
-    if not rows:
-        raise SessionNotFoundError(
-            f"No session id starts with {prefix!r}: `memstrata sessions list` shows the ids."
+def _listing_where(where: ListingFilter) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not where.include_archived:
+        clauses.append("s.archived = 0")
+    if where.source is not None:
+        clauses.append("s.source = %s")
+        params.append(where.source)
+    if where.exclude_sources:
+        clauses.append("NOT (s.source = ANY(%s))")
+        params.append(list(where.exclude_sources))
+    return clauses, params
+
+
+class SessionRows(Transaction):
+    """The session primitives of a PostgreSQL transaction."""
+
+    conn: Conn
+    ns: str
+
+    def session_exists(self, session_id: str, *, lock: bool = False) -> bool:
+        # ``lock`` takes the row lock, which serialises writers of one session (counters,
+        # compaction) the way SQLite's single writer does.
+        sql = "SELECT 1 AS one FROM sessions WHERE namespace = %s AND id = %s"
+        row = self.conn.execute(sql + (" FOR UPDATE" if lock else ""), (self.ns, session_id))
+        return row.fetchone() is not None
+
+    def session_rows(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT * FROM sessions WHERE namespace = %s AND id = ANY(%s)",
+            (self.ns, list(dict.fromkeys(session_ids))),
         )
-    if len(rows) > 1:
-        shown = ", ".join(r["id"] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-        raise AmbiguousSessionError(
-            f"{prefix!r} matches several sessions ({shown}): type more characters of the id."
+        return {r["id"]: session_row(r) for r in rows}
+
+    def upsert_session(self, values: Mapping[str, Any]) -> None:
+        clean = {k: pg_text(v) if isinstance(v, str) else v for k, v in values.items()}
+        columns = ["namespace", *clean]
+        updates = ", ".join(
+            f"{c} = COALESCE(sessions.{c}, EXCLUDED.{c})" for c in FILLED_ON_CONFLICT
         )
-    return str(rows[0]["id"])
-
-
-def delete(conn: Conn, ns: str, session_ids: Sequence[str]) -> list[str]:
-    """Delete sessions, their delegates and all their messages; return the ids deleted."""
-    doomed = [*session_ids, *lineage.delegate_descendants(conn, ns, session_ids)]
-    conn.execute("DELETE FROM messages WHERE namespace = %s AND session_id = ANY(%s)", (ns, doomed))
-    conn.execute("DELETE FROM sessions WHERE namespace = %s AND id = ANY(%s)", (ns, doomed))
-    return list(doomed)
-
-
-def prune_candidates(conn: Conn, ns: str, cutoff: float, source: str | None) -> list[str]:
-    """Sessions that ended before ``cutoff`` and whose conversation ended too."""
-    sql = "SELECT id FROM sessions WHERE namespace = %s AND ended_at IS NOT NULL AND ended_at < %s"
-    params: list[Any] = [ns, cutoff]
-    if source is not None:
-        sql += " AND source = %s"
-        params.append(source)
-    ids = [r["id"] for r in conn.execute(sql + " ORDER BY ended_at", params).fetchall()]
-    candidates = set(ids)
-    return [i for i in ids if lineage.compression_chain(conn, ns, i)[-1] in candidates]
-
-
-# -- titles ----------------------------------------------------------------------------
-
-
-def _numbered_variants(conn: Conn, ns: str, base: str) -> list[tuple[int, str, float]]:
-    rows = conn.execute(
-        "SELECT id, title, started_at FROM sessions WHERE namespace = %s "
-        "AND (title = %s OR title LIKE %s)",
-        (ns, base, escape_like(base) + " #%"),
-    ).fetchall()
-    out: list[tuple[int, str, float]] = []
-    for row in rows:
-        if row["title"] == base:
-            out.append((1, row["id"], row["started_at"]))
-            continue
-        match = _NUMBERED.match(row["title"])
-        if match and match.group("base") == base:
-            out.append((int(match.group("n")), row["id"], row["started_at"]))
-    return out
-
-
-def next_title_in_lineage(conn: Conn, ns: str, title: str) -> str:
-    """``"X"`` → ``"X #2"``: one above the highest number already used for ``X``."""
-    clean = sanitize_title(title) or ""
-    match = _NUMBERED.match(clean)
-    base = match.group("base") if match else clean
-    numbers = [n for n, _, _ in _numbered_variants(conn, ns, base)] if base else []
-    suffix = f" #{max([1, *numbers]) + 1}"
-    return base[: TITLE_MAX_CHARS - len(suffix)].rstrip() + suffix
-
-
-def resolve_by_title(conn: Conn, ns: str, title: str) -> str | None:
-    """The session titled ``title``, preferring its newest ``"title #N"`` continuation."""
-    clean = sanitize_title(title)
-    if clean is None:
-        return None
-    variants = _numbered_variants(conn, ns, clean)
-    if variants:
-        return max(variants)[1]
-    row = conn.execute(
-        "SELECT id FROM sessions WHERE namespace = %s AND title = %s", (ns, clean)
-    ).fetchone()
-    return row["id"] if row else None
-
-
-def set_title(conn: Conn, ns: str, session_id: str, title: str | None) -> str | None:
-    """Set (or clear, with None or blank) the title; run inside a transaction."""
-    clean = sanitize_title(title)
-    if not exists(conn, ns, session_id):
-        raise SessionNotFoundError(
-            f"No session {session_id!r}: `memstrata sessions list` shows the ids."
+        self.conn.execute(
+            f"INSERT INTO sessions ({', '.join(columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))}) "
+            f"ON CONFLICT (namespace, id) DO UPDATE SET {updates}",
+            [self.ns, *clean.values()],
         )
-    if clean is not None:
-        holder = conn.execute(
-            "SELECT id FROM sessions WHERE namespace = %s AND title = %s AND id <> %s",
-            (ns, clean, session_id),
-        ).fetchone()
-        if holder is not None:
-            if holder["id"] not in lineage.compression_ancestors(conn, ns, session_id):
-                raise TitleConflictError(
-                    f"Title '{clean}' is already in use by session {holder['id']}. "
-                    f"Choose another title, e.g. '{next_title_in_lineage(conn, ns, clean)}'."
+
+    def update_session(
+        self,
+        session_id: str,
+        values: Mapping[str, Any],
+        *,
+        add: Mapping[str, float] | None = None,
+        only_live: bool = False,
+    ) -> int:
+        sets = [f"{c} = %s" for c in values] + [f"{c} = COALESCE({c}, 0) + %s" for c in add or {}]
+        if not sets:
+            return 0
+        live = " AND ended_at IS NULL" if only_live else ""
+        clean = [pg_text(v) if isinstance(v, str) else v for v in values.values()]
+        return int(
+            self.conn.execute(
+                f"UPDATE sessions SET {', '.join(sets)} WHERE namespace = %s AND id = %s{live}",
+                [*clean, *(add or {}).values(), self.ns, session_id],
+            ).rowcount
+        )
+
+    def titled(self, title: str, *, numbered: bool = False) -> list[dict[str, Any]]:
+        sql = "SELECT id, title, started_at FROM sessions WHERE namespace = %s AND (title = %s"
+        params: list[Any] = [self.ns, title]
+        if numbered:
+            sql += " OR title LIKE %s"
+            params.append(escape_like(title) + " #%")
+        return [dict(r) for r in self.conn.execute(sql + ")", params).fetchall()]
+
+    def write_title(self, session_id: str, title: str | None) -> None:
+        try:
+            # A savepoint, so that losing the race for the title leaves the transaction
+            # usable for the error path.
+            with self.conn.transaction():
+                self.conn.execute(
+                    "UPDATE sessions SET title = %s WHERE namespace = %s AND id = %s",
+                    (title, self.ns, session_id),
                 )
-            conn.execute(
-                "UPDATE sessions SET title = NULL WHERE namespace = %s AND id = %s",
-                (ns, holder["id"]),
+        except psycopg.errors.UniqueViolation as exc:
+            raise TitleConflictError(
+                f"Title '{title}' was just taken by another session. Choose another title."
+            ) from exc
+
+    def ids_starting_with(self, prefix: str, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM sessions WHERE namespace = %s AND id LIKE %s "
+            "ORDER BY started_at DESC LIMIT %s",
+            (self.ns, escape_like(prefix) + "%", limit),
+        )
+        return [str(r["id"]) for r in rows.fetchall()]
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> None:
+        ids = list(session_ids)
+        # Vectors go with their messages (ON DELETE CASCADE).
+        self.conn.execute(
+            "DELETE FROM messages WHERE namespace = %s AND session_id = ANY(%s)", (self.ns, ids)
+        )
+        self.conn.execute(
+            "DELETE FROM sessions WHERE namespace = %s AND id = ANY(%s)", (self.ns, ids)
+        )
+
+    def ended_before(self, cutoff: float, source: str | None) -> list[str]:
+        sql = (
+            "SELECT id FROM sessions WHERE namespace = %s AND ended_at IS NOT NULL "
+            "AND ended_at < %s"
+        )
+        params: list[Any] = [self.ns, cutoff]
+        if source is not None:
+            sql += " AND source = %s"
+            params.append(source)
+        return [r["id"] for r in self.conn.execute(sql + " ORDER BY ended_at", params).fetchall()]
+
+    # -- lineage -------------------------------------------------------------------------
+
+    def parent_kind(self, session_id: str) -> tuple[str | None, str | None]:
+        row = self.conn.execute(
+            f"SELECT s.parent_session_id AS parent, {KIND_SQL} AS kind {_FROM} "
+            "WHERE s.namespace = %s AND s.id = %s",
+            (self.ns, session_id),
+        ).fetchone()
+        if row is None or row["kind"] is None:
+            return None, None
+        return row["parent"], row["kind"]
+
+    def continuations(self, parent: str | None) -> list[Edge]:
+        sql = f"SELECT {_EDGE} {_FROM} WHERE s.namespace = %s AND {KIND_SQL} = 'compression'"
+        params: list[Any] = [self.ns]
+        if parent is not None:
+            sql += " AND s.parent_session_id = %s"
+            params.append(parent)
+        return [_edge(r) for r in self.conn.execute(sql, params).fetchall()]
+
+    def children(self, parents: Sequence[str], kinds: Sequence[str]) -> list[str]:
+        rows = self.conn.execute(
+            f"SELECT s.id {_FROM} WHERE s.namespace = %s AND p.id IS NOT NULL "
+            f"AND s.parent_session_id = ANY(%s) AND {KIND_SQL} = ANY(%s) "
+            "ORDER BY s.started_at, s.id",
+            (self.ns, list(parents), list(kinds)),
+        )
+        return [str(r["id"]) for r in rows.fetchall()]
+
+    def with_parent(self, session_ids: Sequence[str]) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM sessions WHERE namespace = %s AND id = ANY(%s) "
+            "AND parent_session_id IS NOT NULL",
+            (self.ns, list(session_ids)),
+        )
+        return [str(r["id"]) for r in rows.fetchall()]
+
+    def listed_by_start(self, where: ListingFilter, limit: int, offset: int) -> list[str]:
+        clauses, params = _listing_where(where)
+        rows = self.conn.execute(
+            f"SELECT s.id {_FROM} WHERE {' AND '.join(['s.namespace = %s', _LISTED, *clauses])} "
+            "ORDER BY s.started_at DESC, s.id DESC LIMIT %s OFFSET %s",
+            [self.ns, *params, limit, offset],
+        )
+        return [str(r["id"]) for r in rows.fetchall()]
+
+    def listed_by_activity(
+        self, where: ListingFilter
+    ) -> Generator[tuple[str, str | None, float], None, None]:
+        clauses, params = _listing_where(where)
+        passes = " AND ".join([_LISTED, *clauses])
+        # Sessions without a parent (most of them) are roots: no join, no kind to work out.
+        roots = " AND ".join(["s.namespace = %s", "s.parent_session_id IS NULL", *clauses])
+        # A server-side cursor: the rows come over in batches, and the scan stops with the page.
+        with self.conn.cursor(name="memstrata_listing") as cursor:
+            cursor.itersize = _LISTING_BATCH
+            cursor.execute(
+                f"SELECT s.id, NULL AS kind, {_ACTIVITY} AS activity FROM sessions s "
+                f"WHERE {roots} UNION ALL "
+                f"SELECT s.id, {KIND_SQL} AS kind, {_ACTIVITY} AS activity {_FROM} "
+                "WHERE s.namespace = %s AND s.parent_session_id IS NOT NULL "
+                f"AND ({KIND_SQL} = 'compression' OR ({passes})) "
+                "ORDER BY activity DESC",
+                [self.ns, *params, self.ns, *params],
             )
-    try:
-        # A savepoint, so that losing the race for the title leaves the caller's
-        # transaction usable for the error path.
-        with conn.transaction():
-            conn.execute(
-                "UPDATE sessions SET title = %s WHERE namespace = %s AND id = %s",
-                (clean, ns, session_id),
+            for row in cursor:
+                yield row["id"], row["kind"], row["activity"]
+
+    def is_listed(self, session_id: str, where: ListingFilter) -> bool:
+        clauses, params = _listing_where(where)
+        row = self.conn.execute(
+            f"SELECT 1 AS one {_FROM} WHERE s.namespace = %s AND s.id = %s AND "
+            f"{' AND '.join([_LISTED, *clauses])}",
+            [self.ns, session_id, *params],
+        )
+        return row.fetchone() is not None
+
+    def first_user_content(self, session_id: str) -> Any:
+        row = self.conn.execute(
+            "SELECT content FROM messages WHERE namespace = %s AND session_id = %s "
+            "AND role = 'user' ORDER BY id LIMIT 1",
+            (self.ns, session_id),
+        ).fetchone()
+        return None if row is None else from_pg_content(row["content"])
+
+    # -- meta and caches -----------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT value FROM state_meta WHERE namespace = %s AND key = %s", (self.ns, key)
+        ).fetchone()
+        return row["value"] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        self.conn.execute(
+            "INSERT INTO state_meta(namespace, key, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value",
+            (self.ns, pg_text(key), pg_text(value)),
+        )
+
+    def clear_summaries(self, session_ids: Sequence[str] | None) -> int:
+        if session_ids is None:
+            cur = self.conn.execute("DELETE FROM summary_cache WHERE namespace = %s", (self.ns,))
+        else:
+            wanted = list(session_ids)
+            cur = self.conn.execute(
+                "DELETE FROM summary_cache WHERE namespace = %s "
+                "AND (tip_session_id = ANY(%s) OR root_session_id = ANY(%s))",
+                (self.ns, wanted, wanted),
             )
-    except psycopg.errors.UniqueViolation as exc:
-        raise TitleConflictError(
-            f"Title '{clean}' was just taken by another session. Choose another title."
-        ) from exc
-    return clean
+        return int(cur.rowcount)
+
+    def clear_expansions(self) -> int:
+        cur = self.conn.execute("DELETE FROM query_expansions WHERE namespace = %s", (self.ns,))
+        return int(cur.rowcount)
+
+    def cached_summary(
+        self, tip_session_id: str, message_count: int, last_message_id: int, query: str
+    ) -> str | None:
+        row = self.conn.execute(
+            "SELECT summary FROM summary_cache WHERE namespace = %s AND tip_session_id = %s "
+            "AND message_count = %s AND last_message_id = %s AND query = %s",
+            (self.ns, tip_session_id, message_count, last_message_id, pg_text(query)),
+        ).fetchone()
+        return None if row is None else str(row["summary"])
+
+    def put_summary(self, entry: Mapping[str, Any]) -> None:
+        clean = {k: pg_text(v) if isinstance(v, str) else v for k, v in entry.items()}
+        self.conn.execute(
+            "DELETE FROM summary_cache WHERE namespace = %s AND tip_session_id = %s AND query = %s",
+            (self.ns, clean["tip_session_id"], clean["query"]),
+        )
+        columns = ["namespace", *clean]
+        self.conn.execute(
+            f"INSERT INTO summary_cache ({', '.join(columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))}) "
+            "ON CONFLICT (namespace, tip_session_id, message_count, last_message_id, query) "
+            "DO UPDATE SET summary = EXCLUDED.summary, model = EXCLUDED.model, "
+            "created_at = EXCLUDED.created_at",
+            [self.ns, *clean.values()],
+        )
+
+    def cached_expansion(self, model: str, query: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT subqueries FROM query_expansions WHERE namespace = %s AND model = %s "
+            "AND query = %s",
+            (self.ns, pg_text(model), pg_text(query)),
+        ).fetchone()
+        return None if row is None else str(row["subqueries"])
+
+    def put_expansion(self, model: str, query: str, subqueries: str, created_at: float) -> None:
+        self.conn.execute(
+            "INSERT INTO query_expansions(namespace, model, query, subqueries, created_at) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, model, query) "
+            "DO UPDATE SET subqueries = EXCLUDED.subqueries, created_at = EXCLUDED.created_at",
+            (self.ns, pg_text(model), pg_text(query), pg_text(subqueries), created_at),
+        )

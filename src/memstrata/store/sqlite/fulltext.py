@@ -1,8 +1,8 @@
-"""Full-text search of the session store: messages and sessions, best first.
+"""Full-text search on SQLite: the candidates of a compiled query, from three FTS5 indexes.
 
-A query is compiled once (:mod:`memstrata.query.compile`) into one MATCH expression per index.
-Each index answers with a bounded candidate list (its best ``CANDIDATES`` rows by BM25,
-all filters applied inside the same SQL, so a filter never empties a truncated list), and
+A query is compiled once (:mod:`memstrata.query.compile`) into one MATCH expression per
+index. Each index answers with a bounded candidate list (its best ``k`` rows by BM25, all
+filters applied inside the same SQL, so a filter never empties a truncated list), and
 the lists are fused by scaling each index's BM25 to its own best hit (1.0) and summing
 per message. BM25 values from different indexes are not on one scale (different
 vocabularies and document frequencies); scaling makes "the best hit of the bigram index"
@@ -10,93 +10,41 @@ and "the best hit of the word index" count the same, and a message found by two 
 gets the evidence of both. Reciprocal rank fusion was measured as well and lost (see
 ``benchmarks/results/recall.md``): it throws away how far apart the scores are.
 
-Only the final page is turned into dicts: snippets, the session row and the previous and
-next message are fetched for those rows alone, so the cost of a query does not grow with
-the number of messages that match it beyond the bounded candidate scans.
+What a search does with the candidates (dates, fallback, grouping, hits) is the same on
+every backend: :mod:`memstrata.store.rank`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from memstrata.errors import ConfigError, SessionStoreError
 from memstrata.query.cjk import has_cjk
-from memstrata.query.compile import CompiledQuery, Index, Node, Term, compile_query
-from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
-from memstrata.query.filters import Filters, make_filters
-from memstrata.store import boosts
+from memstrata.query.compile import CompiledQuery, Index, Node, Term
+from memstrata.query.filters import Filters
+from memstrata.store.hits import term_needle, text_of
+from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF, Candidate
 from memstrata.store.sqlite import bm25, substring
-from memstrata.store.sqlite.hits import highlight, hit_dicts, session_titles, term_needle, text_of
-
-if TYPE_CHECKING:
-    from memstrata.search.embedders import Embedder
 
 __all__ = [
-    "BOOLEAN_RANKED",
-    "CANDIDATES",
     "COLUMN_WEIGHTS",
-    "COMMON_DF",
-    "MESSAGE_CANDIDATES",
-    "SESSION_HIT_DECAY",
-    "SESSION_TOP_HITS",
-    "Candidate",
-    "RankedQuery",
-    "Filters",
-    "aggregate_sessions",
     "collect_candidates",
-    "dated_query",
-    "highlight",
-    "hit_dicts",
-    "lineage_roots",
-    "make_filters",
-    "rank_query",
-    "search_messages",
-    "search_sessions",
-    "session_results",
-    "term_needle",
-    "text_of",
+    "filter_sql",
+    "joined_sessions",
+    "message_texts",
 ]
 
-# How many rows each index contributes before fusion. Bounded so a query's cost does not
-# grow with the number of matching rows. Ranking sessions needs several hits per session
-# (300, also what Hermes' session_search scans); a page of messages needs fewer.
-CANDIDATES = 300
-MESSAGE_CANDIDATES = 100
 # BM25 column weights of the word and trigram indexes: content, tool_name, tool_calls.
 # A tool name is short and deliberate (a match there is strong evidence); tool-call
 # arguments are long JSON whose keys repeat in every call, so they count half.
 COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
-# Session score = its best SESSION_TOP_HITS message scores, the i-th weighted
-# SESSION_HIT_DECAY**i (1, 0.6, 0.36): a session that discusses the topic in several
-# messages beats one stray mention, a long session cannot win on volume alone, and the
-# best message counts most. Measured on LoCoMo against plain top-n sums
-# (benchmarks/results/recall.md).
-SESSION_TOP_HITS = 3
-SESSION_HIT_DECAY = 0.6
-# A term found in more rows than this is "common": it is not scanned with BM25 when a
-# rarer term can find the candidates (see _bounded_candidates). Scoring a row
-# costs a few microseconds, so this bounds a query's BM25 scan to about a millisecond per
-# term whatever the store's size. LoCoMo session recall is unchanged down to ~50 rows
-# (benchmarks/results/recall.md); 500 keeps a wide margin above that.
-COMMON_DF = 500
-# A boolean query (AND, NOT) ranks only its newest BOOLEAN_RANKED matches (see
-# _capped_candidates). Higher than COMMON_DF: an AND of common words has no rarer term to
-# lean on, and BM25's preference for short messages that hold every word is what finds
-# the right one among thousands. Measured at 1M messages (store-search-tuning.md):
-# 2,000 found 29 of 40 planted answers in the first page, 1,000 found 32 at two thirds
-# of the cost (the walk and the length lookups grow with it), 500 found 31.
-BOOLEAN_RANKED = 1000
 # In the "every common term" step, a term in more than this share of the rows is checked
 # on the text of the other terms' AND instead of being walked (see _holding_every).
 _AND_DENSE = 0.1
-
 Fusion = Literal["scaled", "rrf"]
-Sort = Literal["newest", "oldest"]
+Order = Literal["rank", "newest", "oldest"]
 
 _TABLES: dict[Index, str] = {
     "word": "messages_fts",
@@ -105,34 +53,41 @@ _TABLES: dict[Index, str] = {
 }
 
 
-class ReadableStore(Protocol):
-    """Anything that lends a read connection: a SessionStore."""
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
+    """The WHERE fragment of ``filters`` (starting with AND, or empty) over ``messages m``
+    (and ``sessions s`` when :attr:`Filters.needs_sessions`), and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not filters.include_inactive:
+        # Rewound or undone rows are hidden; compaction-archived rows stay findable.
+        clauses.append("(m.active = 1 OR m.compacted = 1)")
+    for column, values, negate in (
+        ("m.role", filters.roles, False),
+        ("s.source", filters.sources, False),
+        ("s.source", filters.exclude_sources, True),
+        ("m.session_id", filters.exclude_session_ids, True),
+    ):
+        if values:
+            marks = ", ".join("?" for _ in values)
+            clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
+            params.extend(values)
+    if filters.hide_live:
+        # The live rows of the current conversation are in the model's context already.
+        marks = ", ".join("?" for _ in filters.hide_live)
+        clauses.append(f"NOT (m.active = 1 AND m.session_id IN ({marks}))")
+        params.extend(filters.hide_live)
+    if filters.since is not None:
+        clauses.append("m.timestamp >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        clauses.append("m.timestamp <= ?")
+        params.append(filters.until)
+    return "".join(f" AND {c}" for c in clauses), params
 
-    def read_conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        """Yield a connection on which the store's SQL functions are registered."""
 
-
-Source = ReadableStore | sqlite3.Connection
-
-
-@contextlib.contextmanager
-def _connection(store: Source) -> Iterator[sqlite3.Connection]:
-    if isinstance(store, sqlite3.Connection):
-        yield store
-    else:
-        with store.read_conn() as conn:
-            yield conn
-
-
-@dataclass
-class Candidate:
-    """A message found by at least one index, with its per-index BM25 and fused score."""
-
-    id: int
-    session_id: str
-    timestamp: float
-    bm25: dict[Index, float]
-    score: float = 0.0
+def joined_sessions(filters: Filters) -> str:
+    """The join a filter on the session's source needs."""
+    return " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
 
 
 def _index_candidates(
@@ -145,9 +100,9 @@ def _index_candidates(
 ) -> list[tuple[int, str, float, float]]:
     """Best k rows of one index as (id, session_id, timestamp, bm25)."""
     table = _TABLES[index]
-    where, params = filters.sql()
+    where, params = filter_sql(filters)
     match_sql, match_params = f"{table} MATCH ?", [match]
-    join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    join_sessions = joined_sessions(filters)
     if order == "rank":
         weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
         # Rank inside the index first and join only its best rows: joining every match
@@ -245,8 +200,8 @@ def _join_ranked(
     Rows are joined 2k at a time, best first: a page needs k of them, and reading every
     ranked row's message would cost more than ranking them did.
     """
-    where, params = filters.sql()
-    join_sessions = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
     out: list[tuple[int, str, float, float]] = []
     step = 2 * k
     for start in range(0, len(ranked), step):
@@ -345,7 +300,7 @@ def _bounded_candidates(
         or all(floor is not None and mid >= floor for floor in known_from)
     }
     unsettled = [r[0] for r in rows if r[0] not in settled]
-    texts = _texts(conn, unsettled)
+    texts = message_texts(conn, unsettled)
     out = []
     for mid, sid, ts, bm in rows:
         if mid in texts:
@@ -386,7 +341,7 @@ def _holding_every(
     ]
     if narrow and checked:
         wider = _index_candidates(conn, index, " AND ".join(narrow), filters, 2 * k, "newest")
-        texts = _texts(conn, [r[0] for r in wider])
+        texts = message_texts(conn, [r[0] for r in wider])
         held = [r for r in wider if _holds(texts.get(r[0], ""), checked)][:k]
         if held or len(wider) < 2 * k:
             return held
@@ -413,18 +368,18 @@ def _is_phrase(leaf: str) -> bool:
     return len(re.findall(r"\w+", leaf)) > 1
 
 
-def _texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
+def message_texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str]:
     """Lowercased searchable text (content, tool name, tool calls) of the given rows."""
-    if not ids:
-        return {}
-    marks = ", ".join("?" for _ in ids)
-    return {
-        int(r[0]): " ".join(x for x in (text_of(r[1]), r[2], r[3]) if x).lower()
+    out: dict[int, str] = {}
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        marks = ", ".join("?" for _ in part)
         for r in conn.execute(
             f"SELECT id, content, tool_name, tool_calls FROM messages WHERE id IN ({marks})",
-            list(ids),
-        )
-    }
+            part,
+        ):
+            out[int(r[0])] = " ".join(x for x in (text_of(r[1]), r[2], r[3]) if x).lower()
+    return out
 
 
 def _newest_by_term(
@@ -496,8 +451,8 @@ def collect_candidates(
             else:
                 assert compiled.tree is not None  # a query with a MATCH has a tree
                 node = compiled.tree
-            where, params = filters.sql()
-            joined = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
+            where, params = filter_sql(filters)
+            joined = joined_sessions(filters)
             rows = substring.candidates(conn, node, where, params, joined, k, order)
         elif total > COMMON_DF and leaves:
             rows = _bounded_candidates(conn, index, leaves, filters, k, total)
@@ -527,426 +482,3 @@ def collect_candidates(
     else:
         cands.sort(key=lambda c: (c.timestamp, c.id), reverse=order == "newest")
     return cands
-
-
-def _check_paging(limit: int, offset: int, sort: str | None, query: object = None) -> None:
-    if query is not None and not isinstance(query, str):
-        raise SessionStoreError(f"The query must be text, not {type(query).__name__}.")
-    if sort not in (None, "newest", "oldest", "relevance"):
-        raise SessionStoreError(
-            f"Unknown sort {sort!r}: use 'newest', 'oldest', or leave it unset for relevance."
-        )
-    if not isinstance(limit, int) or limit < 1:
-        raise SessionStoreError(f"limit must be a positive integer, got {limit!r}.")
-    if not isinstance(offset, int) or offset < 0:
-        raise SessionStoreError(f"offset must be a non-negative integer, got {offset!r}.")
-
-
-def search_messages(
-    store: Source,
-    query: str | None,
-    *,
-    role_filter: str | Iterable[str] | None = None,
-    source_filter: str | Iterable[str] | None = None,
-    exclude_sources: str | Iterable[str] | None = None,
-    exclude_session_ids: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    sort: str | None = None,
-    limit: int = 20,
-    offset: int = 0,
-    include_inactive: bool = False,
-    dates: bool = True,
-) -> list[dict[str, Any]]:
-    """Search messages; return the page of hits as dicts, best first (or by time).
-
-    ``query`` is natural language by default (see :mod:`memstrata.query.compile`); a blank query,
-    or one with nothing searchable left, returns ``[]``. ``role_filter``, ``source_filter``,
-    ``exclude_sources`` and ``exclude_session_ids`` take a list or a comma-separated
-    string; ``since``/``until`` are inclusive Unix timestamps; ``sort`` is ``"newest"``,
-    ``"oldest"`` or None for relevance. Rewound rows (``active=0`` and not compacted) are
-    hidden unless ``include_inactive``.
-
-    Each hit has ``id, session_id, role, snippet`` (matches between ``>>>`` and ``<<<``),
-    ``timestamp, tool_name, source, model, session_started, score`` (higher is better;
-    1.0 is the best hit of one index) and ``context``: the previous and next message of
-    the same session as ``{role, content}`` with content cut to 200 characters.
-    With ``dates`` (the default) a natural-language query that names calendar dates
-    ranks the messages written then higher (see :func:`rank_query`).
-    """
-    _check_paging(limit, offset, sort, query)
-    filters = make_filters(
-        role_filter=role_filter,
-        source_filter=source_filter,
-        exclude_sources=exclude_sources,
-        exclude_session_ids=exclude_session_ids,
-        since=since,
-        until=until,
-        include_inactive=include_inactive,
-    )
-    order: Literal["rank", "newest", "oldest"] = (
-        "newest" if sort == "newest" else "oldest" if sort == "oldest" else "rank"
-    )
-    k = max(MESSAGE_CANDIDATES, offset + limit)
-    with _connection(store) as conn:
-        if order == "rank":
-            ranked = rank_query(conn, query, filters, k=k, dates=dates, want=offset + limit)
-            compiled, cands = ranked.compiled, ranked.candidates
-        else:
-            compiled = compile_query(query)
-            if compiled.is_empty:
-                return []
-            cands = collect_candidates(conn, compiled, filters, k=k, order=order)
-        page = cands[offset : offset + limit]
-        return hit_dicts(conn, compiled, page, filters)
-
-
-def search_sessions(
-    store: Source,
-    query: str | None,
-    *,
-    limit: int = 10,
-    role_filter: str | Iterable[str] | None = None,
-    source_filter: str | Iterable[str] | None = None,
-    exclude_sources: str | Iterable[str] | None = None,
-    exclude_session_ids: str | Iterable[str] | None = None,
-    since: float | None = None,
-    until: float | None = None,
-    include_inactive: bool = False,
-    by_lineage: bool = False,
-    top_hits: int = SESSION_TOP_HITS,
-    hit_decay: float = SESSION_HIT_DECAY,
-    dates: bool = True,
-    speakers: bool = False,
-    embedder: Embedder | None = None,
-    subqueries: Sequence[str] = (),
-) -> list[dict[str, Any]]:
-    """Rank sessions for ``query``: each scores its best ``top_hits`` messages, the i-th
-    weighted ``hit_decay ** i``.
-
-    The evidence options (see :func:`rank_query`): ``dates`` (on) boosts messages written
-    inside a date the question names; ``speakers`` (off) boosts transcript lines of a
-    person it names; ``embedder`` adds hybrid recall from the vectors that
-    :func:`memstrata.search.embedders.index_pending` stored; ``subqueries`` (from
-    :func:`memstrata.search.expansion.expand_query`) add their candidates.
-
-    With ``by_lineage`` the sessions of one lineage (a root and every descendant through
-    ``parent_session_id``) are pooled and reported once, under the session holding the
-    best hit, with ``lineage_root`` set. Each result has ``session_id, lineage_root,
-    score, hit_count, match_message_id, matched_role, snippet, timestamp, source, model,
-    title, session_started`` and ``message_ids`` (its best hits, best first).
-    """
-    _check_paging(limit, 0, None, query)
-    if top_hits < 1:
-        raise SessionStoreError(f"top_hits must be at least 1, got {top_hits!r}.")
-    if not isinstance(hit_decay, int | float) or not 0 < hit_decay <= 1:
-        raise SessionStoreError(
-            f"hit_decay must be a number in (0, 1] (1 sums the best hits), got {hit_decay!r}."
-        )
-    filters = make_filters(
-        role_filter=role_filter,
-        source_filter=source_filter,
-        exclude_sources=exclude_sources,
-        exclude_session_ids=exclude_session_ids,
-        since=since,
-        until=until,
-        include_inactive=include_inactive,
-    )
-    with _connection(store) as conn:
-        found = rank_query(
-            conn,
-            query,
-            filters,
-            dates=dates,
-            speakers=speakers,
-            embedder=embedder,
-            subqueries=subqueries,
-            want=limit,
-            by_session=True,
-        )
-        compiled, cands = found.compiled, found.candidates
-        roots = (
-            lineage_roots(conn, {c.session_id for c in cands})
-            if by_lineage
-            else {c.session_id: c.session_id for c in cands}
-        )
-        ranked = aggregate_sessions(cands, roots, top_hits=top_hits, decay=hit_decay)[:limit]
-        best = [group[0] for _, group in ranked]
-        hits = {h["id"]: h for h in hit_dicts(conn, compiled, best, filters, context=False)}
-        titles = session_titles(conn, [c.session_id for c in best])
-    return session_results(
-        ranked, hits, titles, by_lineage=by_lineage, top_hits=top_hits, hit_decay=hit_decay
-    )
-
-
-def session_results(
-    ranked: Sequence[tuple[str, Sequence[Candidate]]],
-    hits: Mapping[int, dict[str, Any]],
-    titles: Mapping[str, str | None],
-    *,
-    by_lineage: bool,
-    top_hits: int,
-    hit_decay: float,
-) -> list[dict[str, Any]]:
-    """One result per ranked group (see :func:`session_result`), for the groups whose best
-    message has a hit; both backends shape their session rankings with it."""
-    return [
-        session_result(
-            root if by_lineage else None,
-            group,
-            hits[group[0].id],
-            titles.get(group[0].session_id),
-            top_hits=top_hits,
-            hit_decay=hit_decay,
-        )
-        for root, group in ranked
-        if group[0].id in hits
-    ]
-
-
-def session_result(
-    lineage_root: str | None,
-    group: Sequence[Candidate],
-    hit: Mapping[str, Any],
-    title: str | None,
-    *,
-    top_hits: int,
-    hit_decay: float,
-) -> dict[str, Any]:
-    """One :func:`search_sessions` result: a session's best hits (best first) and the
-    hit dict of the first; the PostgreSQL store shapes its results with it too."""
-    top = group[0]
-    return {
-        "session_id": top.session_id,
-        "lineage_root": lineage_root,
-        "score": round(session_score(group, top_hits, hit_decay), 6),
-        "hit_count": len(group),
-        "match_message_id": top.id,
-        "matched_role": hit["role"],
-        "snippet": hit["snippet"],
-        "timestamp": hit["timestamp"],
-        "source": hit["source"],
-        "model": hit["model"],
-        "title": title,
-        "session_started": hit["session_started"],
-        "message_ids": [c.id for c in group[:top_hits]],
-    }
-
-
-def session_score(
-    group: Sequence[Candidate], top_hits: int = SESSION_TOP_HITS, decay: float = SESSION_HIT_DECAY
-) -> float:
-    """Score of a group of candidates (best first): its ``top_hits`` best scores, the
-    i-th weighted ``decay ** i``."""
-    return sum(c.score * decay**i for i, c in enumerate(group[:top_hits]))
-
-
-def aggregate_sessions(
-    cands: Sequence[Candidate],
-    roots: dict[str, str],
-    *,
-    top_hits: int = SESSION_TOP_HITS,
-    decay: float = SESSION_HIT_DECAY,
-) -> list[tuple[str, list[Candidate]]]:
-    """Group fused candidates by ``roots[session_id]`` and rank the groups.
-
-    A group's score is :func:`session_score` of its messages; ties go to the group whose
-    best message is newer. Each group's list is best first.
-    """
-    groups: dict[str, list[Candidate]] = {}
-    for cand in sorted(cands, key=lambda c: (-c.score, -c.id)):
-        groups.setdefault(roots.get(cand.session_id, cand.session_id), []).append(cand)
-    return sorted(
-        groups.items(),
-        key=lambda kv: (-session_score(kv[1], top_hits, decay), -kv[1][0].id),
-    )
-
-
-@dataclass
-class RankedQuery:
-    """What :func:`rank_query` found: the compiled keyword query (for snippets), the
-    dates it read and the candidates, best first."""
-
-    compiled: CompiledQuery
-    windows: list[DateWindow]
-    candidates: list[Candidate]
-
-
-# Score of a message found only because it was written on the day a date-only question
-# names (keyword hits of the date's words, scaled to at most 1 per index, may add to it).
-WINDOW_SCORE: Final = 1.0
-
-
-def _window_candidates(
-    conn: sqlite3.Connection, windows: Sequence[DateWindow], filters: Filters, k: int
-) -> list[Candidate]:
-    """The newest ``k`` messages written inside the windows.
-
-    A month of no year ("in June") is that month of every year the store has messages
-    from, so the newest come from the latest such month.
-    """
-    first = last = None
-    if any(w.month is not None for w in windows):
-        # Two statements: SQLite reads a lone min() or max() from the index's ends.
-        first = conn.execute("SELECT min(timestamp) FROM messages").fetchone()[0]
-        last = conn.execute("SELECT max(timestamp) FROM messages").fetchone()[0]
-    spans = spans_of(windows, first, last)
-    if not spans:
-        return []
-    where, params = filters.sql()
-    join = " JOIN sessions s ON s.id = m.session_id" if filters.needs_sessions else ""
-    inside = " OR ".join("(m.timestamp >= ? AND m.timestamp < ?)" for _ in spans)
-    rows = conn.execute(
-        f"SELECT m.id, m.session_id, m.timestamp FROM messages m{join} "
-        f"WHERE ({inside}){where} ORDER BY m.timestamp DESC LIMIT ?",
-        [*(bound for span in spans for bound in span), *params, k],
-    ).fetchall()
-    return [Candidate(int(r[0]), str(r[1]), float(r[2]), {}, score=WINDOW_SCORE) for r in rows]
-
-
-def dated_query(
-    query: str | None, *, dates: bool = True
-) -> tuple[CompiledQuery, list[DateWindow], bool]:
-    """The compiled query, the dates it names and whether it names nothing else.
-
-    With ``dates``, the calendar dates of a natural query leave its keywords (they are
-    evidence about when, not words to find); a query with operators or quotes is taken
-    as written. A query made only of a date keeps its words (``date_only``): the search
-    then also fetches what was written inside the windows. Shared by both backends.
-    """
-    compiled = compile_query(query)
-    if not dates or compiled.explicit or not query:
-        return compiled, [], False
-    windows = find_dates(query)
-    if not windows:
-        return compiled, [], False
-    stripped = compile_query(strip_dates(query, windows))
-    if stripped.is_empty or (stripped.stopwords_only and is_question(query)):
-        # "What did we do in July 2023?" asks about the date alone; "in July 2023" still
-        # searches its words.
-        return compiled, windows, True
-    return stripped, windows, False
-
-
-def rank_query(
-    conn: sqlite3.Connection,
-    query: str | None,
-    filters: Filters,
-    *,
-    k: int = CANDIDATES,
-    dates: bool = True,
-    speakers: bool = False,
-    embedder: Embedder | None = None,
-    subqueries: Sequence[str] = (),
-    want: int = 0,
-    by_session: bool = False,
-) -> RankedQuery:
-    """Candidates of a natural-language ``query`` with every evidence option applied.
-
-    ``dates``: calendar dates named in the query (``memstrata.query.dates``) leave the
-    keyword query and boost the messages written then (a query with operators or quotes
-    is taken as written). ``speakers``, ``embedder`` and ``subqueries``: see
-    :mod:`memstrata.store.boosts`. With none of them this is
-    :func:`collect_candidates` of the compiled query. An explicit query that finds fewer
-    than ``want`` messages (sessions, with ``by_session``) adds its fallback's candidates
-    below its own.
-    """
-    if isinstance(subqueries, str):
-        raise SessionStoreError(
-            "subqueries must be a list of query strings, not one string: "
-            "pass [text] (expand_query returns such a list)."
-        )
-    compiled, windows, date_only = dated_query(query, dates=dates)
-    found = (
-        {c.id: c for c in collect_candidates(conn, compiled, filters, k=k)}
-        if not compiled.is_empty
-        else {}
-    )
-    fallback = compiled.fallback
-    if fallback is not None and want and boosts.too_few(found.values(), want, sessions=by_session):
-        # An explicit query that finds too little falls back to its words, below its hits.
-        boosts.merge_fallback(found, collect_candidates(conn, fallback, filters, k=k))
-    if date_only:
-        # "What did we do on 7 July 2023?" names nothing but a day: what was written
-        # that day is the answer, whether or not a message quotes the date.
-        for cand in _window_candidates(conn, windows, filters, k):
-            found.setdefault(cand.id, cand)
-    if subqueries:
-        extra = []
-        for sub in subqueries:
-            sub_compiled = compile_query(sub)
-            if not sub_compiled.is_empty:
-                extra.append(collect_candidates(conn, sub_compiled, filters, k=k))
-        boosts.merge_subqueries(found, extra, boosts.EXPANSION_WEIGHT)
-    if embedder is not None and query and query.strip():
-        vectors = embedder.embed([query])
-        if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
-            raise ConfigError(
-                f"Embedder {embedder.name!r} returned no {embedder.dims}-dims vector for the "
-                "query; check its `dims` and `embed()`."
-            )
-        from memstrata.search.embedders import vector_scores  # numpy only when hybrid is on
-
-        # Vectors of the best keyword candidates, and of the messages of the best
-        # candidate sessions (where a message the keywords missed is likely to be).
-        ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
-        best = ranked[: boosts.VECTOR_RERANK]
-        sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
-        sims = vector_scores(
-            conn,
-            embedder.name,
-            vectors[0],
-            message_ids=[c.id for c in best],
-            session_ids=sessions,
-        )
-        boosts.fuse_vectors(
-            conn,
-            found,
-            sims,
-            filters,
-            weight=boosts.VECTOR_WEIGHT,
-            floor=boosts.VECTOR_FLOOR,
-            only_min=boosts.VECTOR_ONLY_MIN,
-        )
-    cands = list(found.values())
-    boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
-    if speakers and query:
-        boosts.boost_speakers(conn, cands, query, boosts.SPEAKER_BOOST)
-    cands.sort(key=lambda c: (-c.score, -c.id))
-    return RankedQuery(compiled, windows, cands)
-
-
-def lineage_roots(conn: sqlite3.Connection, session_ids: Iterable[str]) -> dict[str, str]:
-    """Map each session id to the root of its lineage (parent links followed, cycle-safe)."""
-    ids = list(session_ids)
-    if not ids:
-        return {}
-    roots = {sid: sid for sid in ids}
-    # Most sessions have no parent: one indexed lookup settles them, and only the
-    # children walk up (a search hands in up to a few hundred sessions).
-    marks = ", ".join("?" for _ in ids)
-    ids = [
-        str(r[0])
-        for r in conn.execute(
-            f"SELECT id FROM sessions WHERE id IN ({marks}) AND parent_session_id IS NOT NULL",
-            ids,
-        )
-    ]
-    if not ids:
-        return roots
-    marks = ", ".join("?" for _ in ids)
-    # UNION (not UNION ALL) drops repeated (start, ancestor) pairs, so a corrupt cycle
-    # ends the walk; the depth bound is a second guard.
-    sql = f"""
-        WITH RECURSIVE up(start, cur, depth) AS (
-            SELECT id, id, 0 FROM sessions WHERE id IN ({marks})
-            UNION
-            SELECT up.start, s.parent_session_id, up.depth + 1
-            FROM up JOIN sessions s ON s.id = up.cur
-            WHERE s.parent_session_id IS NOT NULL AND up.depth < 100
-        )
-        SELECT start, cur FROM up ORDER BY start, depth
-    """
-    for start, cur in conn.execute(sql, ids):
-        roots[start] = cur
-    return roots

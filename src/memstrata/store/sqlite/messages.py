@@ -1,26 +1,20 @@
-"""Message rows of the session store: insert, read, archive, replace.
+"""SQLite primitives over the ``messages`` table: insert, read, archive, delete, vectors.
 
-Every function takes a connection; the write functions run inside the caller's
-``BEGIN IMMEDIATE`` transaction, so a whole turn (or a whole compaction) is one commit.
 Counters follow Hermes: ``message_count`` counts the live (``active=1``) messages,
-``tool_call_count`` the tool calls stored in the session's rows.
+``tool_call_count`` the tool calls stored in the session's rows. The full-text indexes
+follow the rows through triggers (``migrations.m001``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memstrata.errors import SessionStoreError
-from memstrata.store.codec import (
-    check_message_keys,
-    encode_content,
-    encode_tool_calls,
-    row_to_message,
-    text_field,
-)
+from memstrata.store.backend import Transaction
+from memstrata.store.codec import MessageValues, row_to_message
+from memstrata.store.hits import text_of
+from memstrata.store.sqlite.sessions import VECTOR_TABLE, chunks, marks, vector_key
 
 _TOOL_CALLS_IN_ROWS = (
     "COALESCE(SUM(CASE WHEN tool_calls IS NULL THEN 0 "
@@ -32,169 +26,280 @@ _INSERT = (
     "timestamp, token_count, finish_reason, reasoning, api_content) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# Rows recall may show: live and compaction-archived ones, not rewound ones.
+_SHOWN = "(active = 1 OR compacted = 1)"
 
 
-def _text(value: object, field: str, index: int) -> str | None:
-    return text_field(value, f"Message {index}: {field}")
+def _visible_where(
+    session_ids: Sequence[str],
+    hide_live: Sequence[str],
+    below: int | None,
+    above: int | None,
+) -> tuple[str, list[Any]]:
+    where = f"session_id IN ({marks(len(session_ids))}) AND {_SHOWN}"
+    params: list[Any] = list(session_ids)
+    if hide_live:
+        where += f" AND NOT (active = 1 AND session_id IN ({marks(len(hide_live))}))"
+        params += list(hide_live)
+    if below is not None:
+        where += " AND id < ?"
+        params.append(below)
+    if above is not None:
+        where += " AND id > ?"
+        params.append(above)
+    return where, params
 
 
-def _values(session_id: str, message: Mapping[str, Any], index: int) -> tuple[list[Any], int]:
-    check_message_keys(message, index)
-    tool_name = message.get("tool_name", message.get("name"))
-    tool_calls, n_calls = encode_tool_calls(message.get("tool_calls"))
-    stamp = message.get("timestamp")
-    if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int | float)):
-        raise SessionStoreError(f"Message {index}: timestamp must be epoch seconds.")
-    tokens = message.get("token_count")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-        raise SessionStoreError(f"Message {index}: token_count must be an integer.")
-    return [
-        session_id,
-        _text(message["role"], "role", index),
-        encode_content(message.get("content")),
-        _text(message.get("tool_call_id"), "tool_call_id", index),
-        tool_calls,
-        _text(tool_name, "tool_name", index),
-        float(stamp) if stamp is not None else time.time(),
-        tokens,
-        _text(message.get("finish_reason"), "finish_reason", index),
-        _text(message.get("reasoning"), "reasoning", index),
-        encode_content(message.get("api_content"), "api_content"),
-    ], n_calls
+class MessageRows(Transaction):
+    """The message primitives of a SQLite transaction."""
 
+    conn: sqlite3.Connection
 
-def insert_messages(
-    conn: sqlite3.Connection, session_id: str, messages: Sequence[Mapping[str, Any]]
-) -> list[int]:
-    """Insert ``messages`` as live rows and bump the session's counters; return the ids.
-
-    Every message is validated before the first row is written, so a bad message
-    leaves the session untouched.
-    """
-    rows = [_values(session_id, m, i) for i, m in enumerate(messages)]
-    ids: list[int] = []
-    for values, _ in rows:
-        cursor = conn.execute(_INSERT, values)
-        ids.append(int(cursor.lastrowid or 0))
-    if rows:
-        newest = max(values[6] for values, _ in rows)
-        conn.execute(
+    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+        ids: list[int] = []
+        for v in rows:
+            cursor = self.conn.execute(
+                _INSERT,
+                (
+                    session_id,
+                    v.role,
+                    v.content,
+                    v.tool_call_id,
+                    v.tool_calls,
+                    v.tool_name,
+                    v.timestamp,
+                    v.token_count,
+                    v.finish_reason,
+                    v.reasoning,
+                    v.api_content,
+                ),
+            )
+            ids.append(int(cursor.lastrowid or 0))
+        newest = max(v.timestamp for v in rows)
+        self.conn.execute(
             "UPDATE sessions SET message_count = message_count + ?, "
             "tool_call_count = tool_call_count + ?, "
             "last_active = max(COALESCE(last_active, ?), ?) WHERE id = ?",
-            (len(rows), sum(n for _, n in rows), newest, newest, session_id),
+            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, session_id),
         )
-    return ids
+        return ids
 
-
-def recount(conn: sqlite3.Connection, session_id: str) -> None:
-    """Recompute message_count, tool_call_count and last_active from the rows."""
-    conn.execute(
-        "UPDATE sessions SET "
-        "message_count = (SELECT count(*) FROM messages WHERE session_id = ?1 AND active = 1), "
-        f"tool_call_count = (SELECT {_TOOL_CALLS_IN_ROWS} FROM messages WHERE session_id = ?1), "
-        "last_active = (SELECT max(timestamp) FROM messages WHERE session_id = ?1) "
-        "WHERE id = ?1",
-        (session_id,),
-    )
-
-
-def get_messages(
-    conn: sqlite3.Connection, session_id: str, *, include_inactive: bool = False
-) -> list[dict[str, Any]]:
-    """The session's messages ordered by id (live ones only unless asked)."""
-    active = "" if include_inactive else " AND active = 1"
-    rows = conn.execute(
-        f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session_id,)
-    ).fetchall()
-    return [row_to_message(r) for r in rows]
-
-
-def as_conversation(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI chat message dicts (role, content, tool_calls, tool_call_id, name)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        item: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-        if message.get("tool_calls"):
-            item["tool_calls"] = message["tool_calls"]
-        if message.get("tool_call_id"):
-            item["tool_call_id"] = message["tool_call_id"]
-        if message.get("tool_name") and message["role"] == "tool":
-            item["name"] = message["tool_name"]
-        out.append(item)
-    return out
-
-
-def around(conn: sqlite3.Connection, message_id: int, window: int) -> dict[str, Any]:
-    """The message ``message_id`` with up to ``window`` neighbours on each side.
-
-    Archived rows are included (and flagged by ``active``): scrolling through a hit in
-    a compacted part of a conversation must show its context.
-    """
-    if window < 0:
-        raise SessionStoreError("window must be zero or more.")
-    row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
-    if row is None:
-        raise SessionStoreError(
-            f"No message {message_id}: it may have been deleted; search again for fresh ids."
+    def messages(self, session_id: str, *, include_inactive: bool) -> list[dict[str, Any]]:
+        active = "" if include_inactive else " AND active = 1"
+        rows = self.conn.execute(
+            f"SELECT * FROM messages WHERE session_id = ?{active} ORDER BY id", (session_id,)
         )
-    sid = row["session_id"]
-    before = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-        (sid, message_id, window),
-    ).fetchall()
-    after = conn.execute(
-        "SELECT * FROM messages WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
-        (sid, message_id, window),
-    ).fetchall()
-    first = before[-1]["id"] if before else message_id
-    last = after[-1]["id"] if after else message_id
-    counts = conn.execute(
-        "SELECT sum(id < ?), sum(id > ?) FROM messages WHERE session_id = ?", (first, last, sid)
-    ).fetchone()
-    anchor = row_to_message(row)
-    return {
-        "session_id": sid,
-        "anchor": anchor,
-        "messages": [row_to_message(r) for r in reversed(before)]
-        + [anchor]
-        + [row_to_message(r) for r in after],
-        "messages_before": int(counts[0] or 0),
-        "messages_after": int(counts[1] or 0),
-        "window": window,
-    }
+        return [row_to_message(r) for r in rows]
 
+    def message(self, message_id: int) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return None if row is None else row_to_message(row)
 
-def archive(
-    conn: sqlite3.Connection, session_id: str, ids: Sequence[int] | None, compacted: bool
-) -> int:
-    """Set live rows (``ids``, or all when None) to ``active=0``; return how many.
+    def neighbours(
+        self, session_id: str, message_id: int, count: int, *, before: bool
+    ) -> list[dict[str, Any]]:
+        op, order = ("<", "DESC") if before else (">", "ASC")
+        rows = self.conn.execute(
+            f"SELECT * FROM messages WHERE session_id = ? AND id {op} ? ORDER BY id {order} "
+            "LIMIT ?",
+            (session_id, message_id, count),
+        )
+        return [row_to_message(r) for r in rows]
 
-    ``compacted=True`` marks compaction archives, which stay searchable; False marks
-    rewound or undone rows, which search skips. The index is untouched either way.
-    """
-    if ids is None:
-        changed = conn.execute(
-            "UPDATE messages SET active = 0, compacted = ? WHERE session_id = ? AND active = 1",
-            (int(compacted), session_id),
-        ).rowcount
-    else:
+    def count_beyond(self, session_id: str, first: int, last: int) -> tuple[int, int]:
+        row = self.conn.execute(
+            "SELECT sum(id < ?), sum(id > ?) FROM messages WHERE session_id = ?",
+            (first, last, session_id),
+        ).fetchone()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    def archive_messages(self, session_id: str, ids: Sequence[int] | None, compacted: bool) -> int:
+        if ids is None:
+            return self.conn.execute(
+                "UPDATE messages SET active = 0, compacted = ? WHERE session_id = ? AND active = 1",
+                (int(compacted), session_id),
+            ).rowcount
         changed = 0
-        id_list = [int(i) for i in ids]
-        for start in range(0, len(id_list), 500):
-            part = id_list[start : start + 500]
-            changed += conn.execute(
+        for part in chunks(ids):
+            changed += self.conn.execute(
                 "UPDATE messages SET active = 0, compacted = ? WHERE session_id = ? "
-                f"AND active = 1 AND id IN ({','.join('?' * len(part))})",
+                f"AND active = 1 AND id IN ({marks(len(part))})",
                 (int(compacted), session_id, *part),
             ).rowcount
-    recount(conn, session_id)
-    return changed
+        return changed
 
+    def delete_session_messages(self, session_id: str, *, active_only: bool) -> int:
+        active = " AND active = 1" if active_only else ""
+        return self.conn.execute(
+            f"DELETE FROM messages WHERE session_id = ?{active}", (session_id,)
+        ).rowcount
 
-def delete_rows(conn: sqlite3.Connection, session_id: str, *, active_only: bool) -> int:
-    """Delete the session's rows (the index triggers remove them from every index)."""
-    active = " AND active = 1" if active_only else ""
-    return conn.execute(
-        f"DELETE FROM messages WHERE session_id = ?{active}", (session_id,)
-    ).rowcount
+    def delete_messages(self, message_ids: Sequence[int]) -> tuple[int, list[str]]:
+        sessions: set[str] = set()
+        deleted = 0
+        key = vector_key(self.conn)
+        for part in chunks(message_ids):
+            where = f"id IN ({marks(len(part))})"
+            sessions.update(
+                str(r[0])
+                for r in self.conn.execute(
+                    f"SELECT DISTINCT session_id FROM messages WHERE {where}", part
+                )
+            )
+            if key is not None:
+                self.conn.execute(
+                    f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN ({marks(len(part))})", part
+                )
+            deleted += self.conn.execute(f"DELETE FROM messages WHERE {where}", part).rowcount
+        return deleted, sorted(sessions)
+
+    def recount(self, session_id: str) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET "
+            "message_count = (SELECT count(*) FROM messages WHERE session_id = ?1 AND active = 1), "
+            f"tool_call_count = (SELECT {_TOOL_CALLS_IN_ROWS} FROM messages "
+            "WHERE session_id = ?1), "
+            "last_active = (SELECT max(timestamp) FROM messages WHERE session_id = ?1) "
+            "WHERE id = ?1",
+            (session_id,),
+        )
+
+    def message_ids(
+        self, since: float | None, until: float | None, session_ids: Sequence[str] | None
+    ) -> list[int]:
+        sql = "SELECT id FROM messages WHERE 1 = 1"
+        params: list[Any] = []
+        if since is not None:
+            sql += " AND timestamp >= ?"
+            params.append(since)
+        if until is not None:
+            sql += " AND timestamp <= ?"
+            params.append(until)
+        if session_ids is None:
+            return [int(r[0]) for r in self.conn.execute(sql + " ORDER BY id", params)]
+        found: list[int] = []
+        for part in chunks(session_ids):
+            clause = f" AND session_id IN ({marks(len(part))})"
+            found += [int(r[0]) for r in self.conn.execute(sql + clause, [*params, *part])]
+        return sorted(found)
+
+    # -- recall --------------------------------------------------------------------------
+
+    def visible(
+        self,
+        session_ids: Sequence[str],
+        hide_live: Sequence[str],
+        *,
+        below: int | None = None,
+        above: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        if not session_ids:
+            return []
+        where, params = _visible_where(session_ids, hide_live, below, above)
+        sql = f"SELECT * FROM messages WHERE {where} ORDER BY id {'DESC' if newest_first else ''}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [row_to_message(r) for r in self.conn.execute(sql, params)]
+
+    def count_visible(
+        self,
+        session_ids: Sequence[str],
+        hide_live: Sequence[str],
+        *,
+        below: int | None = None,
+        above: int | None = None,
+    ) -> int:
+        if not session_ids:
+            return 0
+        where, params = _visible_where(session_ids, hide_live, below, above)
+        return int(
+            self.conn.execute(f"SELECT count(*) FROM messages WHERE {where}", params).fetchone()[0]
+        )
+
+    def visible_size(
+        self, session_ids: Sequence[str], hide_live: Sequence[str]
+    ) -> tuple[int, int, int]:
+        if not session_ids:
+            return 0, 0, 0
+        where, params = _visible_where(session_ids, hide_live, None, None)
+        row = self.conn.execute(
+            "SELECT count(*), coalesce(max(id), 0), "
+            "coalesce(sum(length(content)), 0) + coalesce(sum(length(tool_calls)), 0) "
+            f"FROM messages WHERE {where}",
+            params,
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    # -- vectors -------------------------------------------------------------------------
+
+    def count_unvectored(self, model: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM message_vectors v "
+            "WHERE v.model = ? AND v.message_id = m.id)",
+            (model,),
+        ).fetchone()
+        return int(row[0])
+
+    def unvectored(self, model: str, after: int, limit: int) -> list[tuple[int, str, str | None]]:
+        rows = self.conn.execute(
+            "SELECT m.id, m.content, m.tool_name FROM messages m WHERE m.id > ? AND NOT EXISTS "
+            "(SELECT 1 FROM message_vectors v WHERE v.model = ? AND v.message_id = m.id) "
+            "ORDER BY m.id LIMIT ?",
+            (after, model, limit),
+        )
+        return [(int(r[0]), text_of(r[1]), r[2]) for r in rows]
+
+    def put_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes], at: float) -> int:
+        ids = list(vectors)
+        alive: set[int] = set()
+        for part in chunks(ids):
+            alive.update(
+                int(r[0])
+                for r in self.conn.execute(
+                    f"SELECT id FROM messages WHERE id IN ({marks(len(part))})", list(part)
+                )
+            )
+        rows = [(model, mid, dims, blob, at) for mid, blob in vectors.items() if mid in alive]
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO message_vectors(model, message_id, dims, vector, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        return len(rows)
+
+    def stored_vectors(
+        self,
+        model: str,
+        message_ids: Sequence[int],
+        session_ids: Sequence[str],
+        scan: int,
+        recent: int,
+    ) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        if scan > 0 and session_ids:
+            for mid, blob in self.conn.execute(
+                "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
+                f"ON v.model = ? AND v.message_id = m.id WHERE m.session_id IN "
+                f"({marks(len(session_ids))}) ORDER BY m.id DESC LIMIT ?",
+                [model, *session_ids, scan],
+            ):
+                found[int(mid)] = blob
+        if recent > 0:
+            for mid, blob in self.conn.execute(
+                "SELECT message_id, vector FROM message_vectors WHERE model = ? "
+                "ORDER BY message_id DESC LIMIT ?",
+                (model, recent),
+            ):
+                found[int(mid)] = blob
+        missing = sorted({int(i) for i in message_ids} - set(found))
+        for part in chunks(missing):
+            for mid, blob in self.conn.execute(
+                "SELECT message_id, vector FROM message_vectors WHERE model = ? "
+                f"AND message_id IN ({marks(len(part))})",
+                [model, *part],
+            ):
+                found[int(mid)] = blob
+        return found

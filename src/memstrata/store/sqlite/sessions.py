@@ -1,35 +1,50 @@
-"""Rows of the ``sessions`` table: upsert, lookup, prefix resolution, deletion, pruning.
+"""SQLite primitives over the ``sessions`` table: rows, titles, lineage links, listings.
 
-Every function takes a connection; the write functions run inside the caller's
-``BEGIN IMMEDIATE`` transaction, where checks and writes cannot race.
+Each method is one or two statements on the transaction's connection; the rules that
+combine them (title numbering, chain walks, the listing's page) are in :mod:`memstrata.store`.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
-from memstrata.errors import AmbiguousSessionError, SessionNotFoundError
-from memstrata.store.sqlite import lineage as store_lineage
-from memstrata.store.sqlite import messages as store_messages
-from memstrata.store.sqlite import titles
+from memstrata.errors import TitleConflictError
+from memstrata.store.backend import FILLED_ON_CONFLICT, Edge, ListingFilter, Transaction
+from memstrata.store.codec import decode_content
+from memstrata.store.titles import escape_like
 
-# Upsert columns: on conflict the first writer's non-null value wins.
-_COALESCED = (
-    "user_id",
-    "model",
-    "model_config",
-    "system_prompt",
-    "parent_session_id",
-    "lineage_kind",
-    "title",
-)
-_CHUNK = 500
+# SQLite caps bound parameters per statement: id lists go in slices.
+CHUNK = 500
+# Embedding rows of messages (created by migration m003), keyed by message id.
+VECTOR_TABLE = "message_vectors"
+
+# The kind of child ``s`` of parent ``p`` (NULL for a root or an orphan), one SQL
+# expression so that every query classifies a row the same way (memstrata.store.lineage
+# documents the rule).
+KIND_SQL = """(CASE
+    WHEN s.parent_session_id IS NULL OR p.id IS NULL THEN NULL
+    WHEN s.lineage_kind IS NOT NULL THEN s.lineage_kind
+    WHEN json_valid(s.model_config)
+         AND json_type(s.model_config, '$._delegate_from') IS NOT NULL THEN 'delegate'
+    WHEN json_valid(s.model_config)
+         AND json_type(s.model_config, '$._branched_from') IS NOT NULL THEN 'branch'
+    WHEN s.source = 'subagent' THEN 'delegate'
+    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
+         AND p.end_reason = 'compression' THEN 'compression'
+    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
+    ELSE 'branch'
+END)"""
+_FROM = "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent_session_id"
+_EDGE = "s.id, s.parent_session_id, s.end_reason, s.ended_at, s.started_at, s.last_active"
+# A session's activity as the listing orders by it (a zero last_active counts as unset).
+_ACTIVITY = "COALESCE(NULLIF(s.last_active, 0), s.started_at)"
+_LISTED = f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"
 
 
-def chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    """``items`` in slices of at most ``size`` (SQLite caps bound parameters)."""
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size``."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -39,124 +54,287 @@ def marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def not_found(session_id: str) -> SessionNotFoundError:
-    """The error for an unknown id, saying how to get a valid one."""
-    return SessionNotFoundError(
-        f"No session {session_id!r}. Create it with create_session() first, or find the id "
-        "with `memstrata sessions list`."
+def _edge(row: sqlite3.Row) -> Edge:
+    return Edge(
+        row["id"],
+        row["parent_session_id"],
+        row["end_reason"],
+        row["ended_at"],
+        row["started_at"],
+        row["last_active"],
     )
 
 
-def exists(conn: sqlite3.Connection, session_id: str) -> bool:
-    """True when a session has this exact id."""
-    row = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return row is not None
+def _listing_where(where: ListingFilter) -> tuple[list[str], list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not where.include_archived:
+        clauses.append("s.archived = 0")
+    if where.source is not None:
+        clauses.append("s.source = ?")
+        params.append(where.source)
+    if where.exclude_sources:
+        clauses.append(f"s.source NOT IN ({marks(len(where.exclude_sources))})")
+        params.extend(where.exclude_sources)
+    return clauses, params
 
 
-def require(conn: sqlite3.Connection, session_id: str) -> None:
-    """Raise :class:`SessionNotFoundError` unless the session exists."""
-    if not exists(conn, session_id):
-        raise not_found(session_id)
+class SessionRows(Transaction):
+    """The session primitives of a SQLite transaction."""
 
+    conn: sqlite3.Connection
 
-def title_of(conn: sqlite3.Connection, session_id: str) -> str | None:
-    """The session's title, or None."""
-    row = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return row["title"] if row else None
+    def session_exists(self, session_id: str, *, lock: bool = False) -> bool:
+        # One writer at a time already: ``lock`` has nothing to add on SQLite.
+        row = self.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return row is not None
 
+    def session_rows(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for part in chunks(list(dict.fromkeys(session_ids))):
+            for row in self.conn.execute(
+                f"SELECT * FROM sessions WHERE id IN ({marks(len(part))})", list(part)
+            ):
+                out[row["id"]] = dict(row)
+        return out
 
-def upsert(conn: sqlite3.Connection, values: Mapping[str, Any], title: str | None) -> None:
-    """Insert a session or fill its empty columns; then give it ``title`` if it has none."""
-    parent = values.get("parent_session_id")
-    if parent is not None and not exists(conn, parent):
-        raise SessionNotFoundError(f"Parent session {parent!r} does not exist: create it first.")
-    updates = ", ".join(f"{c} = COALESCE(sessions.{c}, excluded.{c})" for c in _COALESCED)
-    conn.execute(
-        f"INSERT INTO sessions ({', '.join(values)}) VALUES ({marks(len(values))}) "
-        f"ON CONFLICT(id) DO UPDATE SET {updates}",
-        list(values.values()),
-    )
-    if title is not None and title_of(conn, values["id"]) is None:
-        titles.set_title(conn, values["id"], title)
-
-
-# Prefixes longer than this are not searched with LIKE (exact ids of any length still are).
-MAX_ID_CHARS = 1_000
-
-
-def resolve_prefix(conn: sqlite3.Connection, prefix: str) -> str:
-    """An exact id, or the one id starting with ``prefix`` (LIKE wildcards are literal)."""
-    if not prefix:
-        raise SessionNotFoundError("Give a session id or a prefix of one.")
-    if exists(conn, prefix):
-        return prefix
-    if len(prefix) > MAX_ID_CHARS:
-        # SQLite refuses LIKE patterns past 50,000 bytes; a prefix this long is a mistake.
-        raise SessionNotFoundError(
-            f"No session id starts with this {len(prefix):,}-character text: give an id "
-            "from `memstrata sessions list`."
+    def upsert_session(self, values: Mapping[str, Any]) -> None:
+        updates = ", ".join(
+            f"{c} = COALESCE(sessions.{c}, excluded.{c})" for c in FILLED_ON_CONFLICT
         )
-    rows = conn.execute(
-        "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC LIMIT 6",
-        (titles.escape_like(prefix) + "%",),
-    ).fetchall()
-    if not rows:
-        raise SessionNotFoundError(
-            f"No session id starts with {prefix!r}: `memstrata sessions list` shows the ids."
+        self.conn.execute(
+            f"INSERT INTO sessions ({', '.join(values)}) VALUES ({marks(len(values))}) "
+            f"ON CONFLICT(id) DO UPDATE SET {updates}",
+            list(values.values()),
         )
-    if len(rows) > 1:
-        shown = ", ".join(r["id"] for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
-        raise AmbiguousSessionError(
-            f"{prefix!r} matches several sessions ({shown}): type more characters of the id."
+
+    def update_session(
+        self,
+        session_id: str,
+        values: Mapping[str, Any],
+        *,
+        add: Mapping[str, float] | None = None,
+        only_live: bool = False,
+    ) -> int:
+        sets = [f"{c} = ?" for c in values] + [f"{c} = COALESCE({c}, 0) + ?" for c in add or {}]
+        if not sets:
+            return 0
+        live = " AND ended_at IS NULL" if only_live else ""
+        return self.conn.execute(
+            f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?{live}",
+            [*values.values(), *(add or {}).values(), session_id],
+        ).rowcount
+
+    def titled(self, title: str, *, numbered: bool = False) -> list[dict[str, Any]]:
+        sql = "SELECT id, title, started_at FROM sessions WHERE title = ?"
+        params: list[Any] = [title]
+        if numbered:
+            sql += " OR title LIKE ? ESCAPE '\\'"
+            params.append(escape_like(title) + " #%")
+        return [dict(r) for r in self.conn.execute(sql, params)]
+
+    def write_title(self, session_id: str, title: str | None) -> None:
+        try:
+            self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+        except sqlite3.IntegrityError as exc:
+            raise TitleConflictError(
+                f"Title '{title}' was just taken by another session. Choose another title."
+            ) from exc
+
+    def ids_starting_with(self, prefix: str, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC LIMIT ?",
+            (escape_like(prefix) + "%", limit),
         )
-    return str(rows[0]["id"])
+        return [str(r["id"]) for r in rows]
 
-
-def delete(conn: sqlite3.Connection, session_ids: Sequence[str]) -> list[str]:
-    """Delete sessions, their delegates and all their messages; return the ids deleted.
-
-    Other children are orphaned by the foreign key (``ON DELETE SET NULL``).
-    """
-    doomed = [*session_ids, *store_lineage.delegate_descendants(conn, session_ids)]
-    key = vector_key(conn)
-    for part in chunks(doomed):
-        if key is not None:
-            conn.execute(
-                f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN "
-                f"(SELECT id FROM messages WHERE session_id IN ({marks(len(part))}))",
-                part,
+    def delete_sessions(self, session_ids: Sequence[str]) -> None:
+        key = vector_key(self.conn)
+        for part in chunks(session_ids):
+            if key is not None:
+                self.conn.execute(
+                    f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN "
+                    f"(SELECT id FROM messages WHERE session_id IN ({marks(len(part))}))",
+                    part,
+                )
+            # Deleted explicitly (not by cascade) so the index triggers visibly run.
+            self.conn.execute(
+                f"DELETE FROM messages WHERE session_id IN ({marks(len(part))})", part
             )
-        # Deleted explicitly (not by cascade) so the index triggers visibly run.
-        conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks(len(part))})", part)
-        conn.execute(f"DELETE FROM sessions WHERE id IN ({marks(len(part))})", part)
-    return list(doomed)
+            self.conn.execute(f"DELETE FROM sessions WHERE id IN ({marks(len(part))})", part)
 
+    def ended_before(self, cutoff: float, source: str | None) -> list[str]:
+        sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?"
+        params: list[Any] = [cutoff]
+        if source is not None:
+            sql += " AND source = ?"
+            params.append(source)
+        return [r["id"] for r in self.conn.execute(sql + " ORDER BY ended_at", params)]
 
-def prune_candidates(conn: sqlite3.Connection, cutoff: float, source: str | None) -> list[str]:
-    """Sessions that ended before ``cutoff`` and whose conversation ended too.
+    # -- lineage -------------------------------------------------------------------------
 
-    A compressed session whose conversation goes on is kept until its tip is old as
-    well: pruning it would cut the start off a live conversation.
-    """
-    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?"
-    params: list[Any] = [cutoff]
-    if source is not None:
-        sql += " AND source = ?"
-        params.append(source)
-    ids = [r["id"] for r in conn.execute(sql + " ORDER BY ended_at", params).fetchall()]
-    candidates = set(ids)
-    return [i for i in ids if store_lineage.compression_chain(conn, i)[-1] in candidates]
+    def parent_kind(self, session_id: str) -> tuple[str | None, str | None]:
+        row = self.conn.execute(
+            f"SELECT s.parent_session_id AS parent, {KIND_SQL} AS kind {_FROM} WHERE s.id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None or row["kind"] is None:
+            return None, None
+        return row["parent"], row["kind"]
 
+    def continuations(self, parent: str | None) -> list[Edge]:
+        if parent is None:
+            sql, params = f"SELECT {_EDGE} {_FROM} WHERE {KIND_SQL} = 'compression'", []
+        else:
+            sql = (
+                f"SELECT {_EDGE} {_FROM} WHERE s.parent_session_id = ? "
+                f"AND {KIND_SQL} = 'compression'"
+            )
+            params = [parent]
+        return [_edge(r) for r in self.conn.execute(sql, params)]
 
-# Embedding rows of messages, when semantic search is set up: keyed by message id.
-VECTOR_TABLE = "message_vectors"
+    def children(self, parents: Sequence[str], kinds: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for part in chunks(parents):
+            out += [
+                str(r["id"])
+                for r in self.conn.execute(
+                    f"SELECT s.id FROM sessions s JOIN sessions p ON p.id = s.parent_session_id "
+                    f"WHERE s.parent_session_id IN ({marks(len(part))}) "
+                    f"AND {KIND_SQL} IN ({marks(len(kinds))}) ORDER BY s.started_at, s.id",
+                    [*part, *kinds],
+                )
+            ]
+        return out
+
+    def with_parent(self, session_ids: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for part in chunks(session_ids):
+            out += [
+                str(r["id"])
+                for r in self.conn.execute(
+                    f"SELECT id FROM sessions WHERE id IN ({marks(len(part))}) "
+                    "AND parent_session_id IS NOT NULL",
+                    list(part),
+                )
+            ]
+        return out
+
+    def listed_by_start(self, where: ListingFilter, limit: int, offset: int) -> list[str]:
+        clauses, params = _listing_where(where)
+        rows = self.conn.execute(
+            f"SELECT s.id {_FROM} WHERE {' AND '.join([_LISTED, *clauses])} "
+            "ORDER BY s.started_at DESC, s.id DESC LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [str(r["id"]) for r in rows]
+
+    def listed_by_activity(
+        self, where: ListingFilter
+    ) -> Generator[tuple[str, str | None, float], None, None]:
+        clauses, params = _listing_where(where)
+        passes = " AND ".join([_LISTED, *clauses])
+        # Sessions without a parent (most of them) are roots: no join, no kind to work out.
+        roots = " AND ".join(["s.parent_session_id IS NULL", *clauses])
+        cursor = self.conn.execute(
+            f"SELECT s.id, NULL AS kind, {_ACTIVITY} AS activity FROM sessions s "
+            f"WHERE {roots} UNION ALL "
+            f"SELECT s.id, {KIND_SQL} AS kind, {_ACTIVITY} AS activity {_FROM} "
+            f"WHERE s.parent_session_id IS NOT NULL AND ({KIND_SQL} = 'compression' OR ({passes})) "
+            "ORDER BY activity DESC",
+            [*params, *params],
+        )
+        try:
+            for row in cursor:
+                yield row["id"], row["kind"], row["activity"]
+        finally:
+            cursor.close()
+
+    def is_listed(self, session_id: str, where: ListingFilter) -> bool:
+        clauses, params = _listing_where(where)
+        row = self.conn.execute(
+            f"SELECT 1 {_FROM} WHERE s.id = ? AND {' AND '.join([_LISTED, *clauses])}",
+            [session_id, *params],
+        ).fetchone()
+        return row is not None
+
+    def first_user_content(self, session_id: str) -> Any:
+        row = self.conn.execute(
+            "SELECT content FROM messages WHERE session_id = ? AND role = 'user' "
+            "ORDER BY id LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else decode_content(row["content"])
+
+    # -- meta and caches -----------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
+        return row["value"] if row else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        self.conn.execute(
+            "INSERT INTO state_meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def clear_summaries(self, session_ids: Sequence[str] | None) -> int:
+        if session_ids is None:
+            return self.conn.execute("DELETE FROM summary_cache").rowcount
+        removed = 0
+        for part in chunks(session_ids):
+            removed += self.conn.execute(
+                f"DELETE FROM summary_cache WHERE tip_session_id IN ({marks(len(part))}) "
+                f"OR root_session_id IN ({marks(len(part))})",
+                [*part, *part],
+            ).rowcount
+        return removed
+
+    def clear_expansions(self) -> int:
+        return self.conn.execute("DELETE FROM query_expansions").rowcount
+
+    def cached_summary(
+        self, tip_session_id: str, message_count: int, last_message_id: int, query: str
+    ) -> str | None:
+        row = self.conn.execute(
+            "SELECT summary FROM summary_cache WHERE tip_session_id = ? "
+            "AND message_count = ? AND last_message_id = ? AND query = ?",
+            (tip_session_id, message_count, last_message_id, query),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_summary(self, entry: Mapping[str, Any]) -> None:
+        self.conn.execute(
+            "DELETE FROM summary_cache WHERE tip_session_id = ? AND query = ?",
+            (entry["tip_session_id"], entry["query"]),
+        )
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO summary_cache ({', '.join(entry)}) "
+            f"VALUES ({marks(len(entry))})",
+            list(entry.values()),
+        )
+
+    def cached_expansion(self, model: str, query: str) -> str | None:
+        row = self.conn.execute(
+            "SELECT subqueries FROM query_expansions WHERE model = ? AND query = ?",
+            (model, query),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def put_expansion(self, model: str, query: str, subqueries: str, created_at: float) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO query_expansions(model, query, subqueries, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            (model, query, subqueries, created_at),
+        )
 
 
 def vector_key(conn: sqlite3.Connection) -> str | None:
     """The message-id column of the vector table, or None when there is no such table.
 
-    The table is optional (created by the embedding migration); a delete removes its
-    rows explicitly so that no vector of a deleted message survives, trigger or not.
+    A delete removes its rows explicitly so that no vector of a deleted message
+    survives, trigger or not.
     """
     columns = [r[1] for r in conn.execute(f"PRAGMA table_info({VECTOR_TABLE})").fetchall()]
     if not columns:
@@ -165,26 +343,3 @@ def vector_key(conn: sqlite3.Connection) -> str | None:
         if name in columns:
             return name
     return "rowid"
-
-
-def delete_messages(conn: sqlite3.Connection, message_ids: Sequence[int]) -> tuple[int, list[str]]:
-    """Delete messages (from every index and the vector table) and recount their sessions.
-
-    Returns how many rows went and the sessions they belonged to.
-    """
-    ids = sorted({int(i) for i in message_ids})
-    sessions: set[str] = set()
-    deleted = 0
-    key = vector_key(conn)
-    for part in chunks(ids):
-        where = f"id IN ({marks(len(part))})"
-        sessions.update(
-            str(r[0])
-            for r in conn.execute(f"SELECT DISTINCT session_id FROM messages WHERE {where}", part)
-        )
-        if key is not None:
-            conn.execute(f"DELETE FROM {VECTOR_TABLE} WHERE {key} IN ({marks(len(part))})", part)
-        deleted += conn.execute(f"DELETE FROM messages WHERE {where}", part).rowcount
-    for session_id in sorted(sessions):
-        store_messages.recount(conn, session_id)
-    return deleted, sorted(sessions)

@@ -1,41 +1,45 @@
-"""Result dicts of a full-text search: snippets, session fields and neighbouring messages.
+"""Search hits as dicts: snippets, session fields and neighbouring messages.
 
 Only the final page of a search reaches this module, so its cost is bounded by the page
-size, not by the number of matching messages. Snippets are highlighted in Python:
-FTS5's snippet() would need the MATCH re-run per row (a rowid lookup restarts the whole
-query), and the contentless bigram index has no text to cut a snippet from anyway.
+size, not by the number of matching messages. Snippets are highlighted in Python on
+both backends: FTS5's snippet() would need the MATCH re-run per row, PostgreSQL's
+``ts_headline`` parses the whole row again, and the CJK bigram indexes have no text to
+cut a snippet from anyway.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Term
+from memstrata.store.codec import JSON_SENTINEL
 
 if TYPE_CHECKING:
     from memstrata.query.filters import Filters
-    from memstrata.store.sqlite.fulltext import Candidate
+    from memstrata.store.backend import HitRow, Transaction
+    from memstrata.store.rank import Candidate
 
 SNIPPET_CHARS = 120
 CONTEXT_CHARS = 200
-_JSON_SENTINEL = "\x00json:"
 
 
-def text_of(content: str | None) -> str:
-    """Plain text of stored content (structured content is joined text parts)."""
+def text_of(content: Any) -> str:
+    """Plain text of content, stored (SQLite encoding) or decoded: structured content is
+    its text parts joined ("[multimodal content]" when it has none)."""
     if content is None:
         return ""
-    if not content.startswith(_JSON_SENTINEL):
-        return content
-    try:
-        value = json.loads(content[len(_JSON_SENTINEL) :])
-    except ValueError:
-        return content[len(_JSON_SENTINEL) :]
+    value = content
+    if isinstance(content, str):
+        if not content.startswith(JSON_SENTINEL):
+            return content
+        try:
+            value = json.loads(content[len(JSON_SENTINEL) :])
+        except ValueError:
+            return content[len(JSON_SENTINEL) :]
     if isinstance(value, list):
         parts = [str(p.get("text", "")) for p in value if isinstance(p, dict) and p.get("text")]
         return " ".join(parts) if parts else "[multimodal content]"
@@ -44,7 +48,7 @@ def text_of(content: str | None) -> str:
 
 def term_needle(term: Term) -> str:
     """The lowercase text that shows a term occurs: a prefix that survives inflection for
-    a Latin word (the word index is Porter-stemmed), the literal text otherwise."""
+    a Latin word (the word index is stemmed), the literal text otherwise."""
     text = term.text.rstrip("*")
     if has_cjk(text):
         return text
@@ -60,7 +64,7 @@ def term_needle(term: Term) -> str:
 
 
 def hit_dicts(
-    conn: sqlite3.Connection,
+    tx: Transaction,
     compiled: CompiledQuery,
     page: Sequence[Candidate],
     filters: Filters,
@@ -70,19 +74,8 @@ def hit_dicts(
     """Turn the final page of candidates into result dicts (snippets, session, context)."""
     if not page:
         return []
-    ids = [c.id for c in page]
-    marks = ", ".join("?" for _ in ids)
-    rows = {
-        int(r[0]): r
-        for r in conn.execute(
-            "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
-            "m.tool_calls, s.source, s.model, s.started_at "
-            f"FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})",
-            ids,
-        )
-    }
-    snippets = _snippets(compiled, page, rows)
-    contexts = _contexts(conn, ids, filters.include_inactive) if context else {}
+    rows = tx.hit_rows([c.id for c in page], filters, context=context)
+    kinds = needle_kinds(highlight_needles(compiled))
     out: list[dict[str, Any]] = []
     for cand in page:
         row = rows.get(cand.id)
@@ -90,41 +83,33 @@ def hit_dicts(
             continue
         hit: dict[str, Any] = {
             "id": cand.id,
-            "session_id": row[1],
-            "role": row[2],
-            "snippet": snippets.get(cand.id, ""),
-            "timestamp": row[4],
-            "tool_name": row[5],
-            "source": row[7],
-            "model": row[8],
-            "session_started": row[9],
+            "session_id": row.session_id,
+            "role": row.role,
+            "snippet": _snippet(row, kinds),
+            "timestamp": row.timestamp,
+            "tool_name": row.tool_name,
+            "source": row.source,
+            "model": row.model,
+            "session_started": row.session_started,
             "score": round(cand.score, 6),
         }
         if context:
-            hit["context"] = contexts.get(cand.id, [])
+            hit["context"] = [
+                {"role": n["role"], "content": n["content"][:CONTEXT_CHARS]} for n in row.context
+            ]
         out.append(hit)
     return out
 
 
-def _snippets(
-    compiled: CompiledQuery, page: Sequence[Candidate], rows: dict[int, Any]
-) -> dict[int, str]:
-    needles = highlight_needles(compiled)
-    kinds = needle_kinds(needles)
-    snippets: dict[int, str] = {}
-    for cand in page:
-        row = rows.get(cand.id)
-        if row is None:
-            continue
-        fields = [text_of(row[3]), row[5] or "", row[6] or ""]
-        lowered = [f.lower() for f in fields]
-        # The first field holding a match (content, tool name, tool-call arguments).
-        chosen = next(
-            (f for f, low in zip(fields, lowered, strict=True) if any(n in low for n in needles)),
-            fields[0] or fields[1] or fields[2],
-        )
-        snippets[cand.id] = _highlight(chosen, kinds, SNIPPET_CHARS)
-    return snippets
+def _snippet(row: HitRow, kinds: Sequence[tuple[str, bool]]) -> str:
+    fields = [row.text, row.tool_name or "", row.tool_calls or ""]
+    lowered = [f.lower() for f in fields]
+    # The first field holding a match (content, tool name, tool-call arguments).
+    chosen = next(
+        (f for f, low in zip(fields, lowered, strict=True) if any(n in low for n, _ in kinds)),
+        fields[0] or fields[1] or fields[2],
+    )
+    return _highlight(chosen, kinds, SNIPPET_CHARS)
 
 
 def highlight_needles(compiled: CompiledQuery) -> list[str]:
@@ -199,42 +184,3 @@ def _highlight(text: str, kinds: Sequence[tuple[str, bool]], width: int) -> str:
 def _is_latin_alnum(ch: str) -> bool:
     # CJK characters are alphanumeric too, but a Latin word glued to CJK ends there.
     return ch.isalnum() and not has_cjk(ch)
-
-
-def _contexts(
-    conn: sqlite3.Connection, ids: Sequence[int], include_inactive: bool
-) -> dict[int, list[dict[str, str]]]:
-    """The previous and next visible message of each hit, in two statements for the page."""
-    visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
-    marks = ", ".join("?" for _ in ids)
-    # Each neighbour is one step of idx_messages_session(session_id, id).
-    neighbours = conn.execute(
-        f"SELECT m.id, "
-        f"(SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id < m.id"
-        f"{visible} ORDER BY n.id DESC LIMIT 1), "
-        f"(SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id > m.id"
-        f"{visible} ORDER BY n.id ASC LIMIT 1) "
-        f"FROM messages m WHERE m.id IN ({marks})",
-        list(ids),
-    ).fetchall()
-    wanted = sorted({int(n) for row in neighbours for n in row[1:] if n is not None})
-    texts: dict[int, dict[str, str]] = {}
-    if wanted:
-        marks = ", ".join("?" for _ in wanted)
-        for mid, role, content in conn.execute(
-            f"SELECT id, role, content FROM messages WHERE id IN ({marks})", wanted
-        ):
-            texts[int(mid)] = {"role": role, "content": text_of(content)[:CONTEXT_CHARS]}
-    return {
-        int(row[0]): [texts[int(n)] for n in row[1:] if n is not None and int(n) in texts]
-        for row in neighbours
-    }
-
-
-def session_titles(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, str | None]:
-    """Map each session id to its title (None when unset)."""
-    if not session_ids:
-        return {}
-    marks = ", ".join("?" for _ in session_ids)
-    rows = conn.execute(f"SELECT id, title FROM sessions WHERE id IN ({marks})", session_ids)
-    return {str(r[0]): r[1] for r in rows}

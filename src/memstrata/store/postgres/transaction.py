@@ -1,0 +1,25 @@
+"""One PostgreSQL transaction, scoped to one tenant, with every primitive of the store contract.
+
+The primitives are grouped by the table they work on: sessions (with titles, lineage
+links, listings, meta and caches), messages (with recall windows and vectors), and
+search. :class:`~memstrata.store.postgres.store.PostgresSessionStore` opens one per unit
+of work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from memstrata.store.postgres.messages import MessageRows
+from memstrata.store.postgres.search import SearchRows
+from memstrata.store.postgres.sessions import SessionRows
+
+
+class PostgresTransaction(SessionRows, MessageRows, SearchRows):
+    """The primitives on one pooled connection, for the rows of tenant ``ns``."""
+
+    def __init__(self, conn: psycopg.Connection[Any], ns: str) -> None:
+        self.conn = conn
+        self.ns = ns

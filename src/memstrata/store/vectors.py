@@ -1,0 +1,72 @@
+"""Message vectors as the stores keep them, and the cosine of a query against them.
+
+A vector is stored as little-endian float32 bytes (:func:`encode_vector`), normalised to
+unit length when it is written, so a query's cosine with it is one dot product.
+Reading a vector costs its bytes (1.5 KB for 384 dimensions), so a search compares a
+bounded set (see :func:`memstrata.store.rank.rank_query`); numpy does the arithmetic and
+is needed only when hybrid recall is on.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import sys
+from collections.abc import Mapping, Sequence
+
+from memstrata.errors import ConfigError
+
+# How many messages of the candidate sessions a query compares besides the keyword
+# candidates (where vector-only candidates come from). The dot products are cheap; reading
+# each 1.5 KB vector out of the store is what costs (tens of microseconds each).
+VECTOR_SCAN = 500
+# ... and how many of the newest messages of the whole store.
+VECTOR_RECENT = 200
+
+
+def encode_vector(vector: Sequence[float]) -> bytes:
+    """Little-endian float32 bytes of ``vector``."""
+    packed = array.array("f", vector)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def decode_vector(blob: bytes) -> list[float]:
+    """The floats of a blob written by :func:`encode_vector`."""
+    packed = array.array("f")
+    packed.frombytes(blob)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tolist()
+
+
+def unit(vector: Sequence[float]) -> list[float]:
+    """``vector`` scaled to length 1 (a zero vector stays as it is)."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [float(x) / norm for x in vector] if norm > 0 else [float(x) for x in vector]
+
+
+def cosines(blobs: Mapping[int, bytes], query_vector: Sequence[float]) -> dict[int, float]:
+    """Cosine of ``query_vector`` with each stored (unit) vector; blobs of another size
+    (another model's dimensions, an empty placeholder) are skipped."""
+    try:
+        import numpy as np
+    except ImportError as exc:
+        raise ConfigError(
+            "Hybrid recall needs numpy: pip install 'memstrata[embeddings]' "
+            "(or turn it off: memstrata config set search.embedder '')."
+        ) from exc
+    if not blobs:
+        return {}
+    query = np.asarray(query_vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    if norm == 0.0:
+        return {}
+    size = 4 * query.shape[0]
+    good = [(mid, blob) for mid, blob in blobs.items() if len(blob) == size]
+    if not good:
+        return {}
+    matrix = np.frombuffer(b"".join(b for _, b in good), dtype="<f4").reshape(len(good), -1)
+    sims = matrix @ (query / norm)
+    return {mid: float(x) for (mid, _), x in zip(good, sims.tolist(), strict=True)}
