@@ -20,6 +20,7 @@ from memstrata.search.embedders import (
 )
 from memstrata.search.openai_embedder import OpenAIEmbedder
 from memstrata.store.base import BaseSessionStore
+from memstrata.store.rank import stored_vectors
 from memstrata.store.sqlite.store import SessionStore
 from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, cosines
 from memstrata.testing import FakeLLMServer
@@ -147,7 +148,7 @@ def vector_scores(
 ) -> dict[int, float]:
     """Cosines of ``query`` with the vectors a search would compare (the store's read side)."""
     with store._transaction() as tx:
-        blobs = tx.stored_vectors(model, message_ids, session_ids, scan, recent)
+        blobs = stored_vectors(tx, model, message_ids, session_ids, scan, recent)
     return cosines(blobs, query)
 
 

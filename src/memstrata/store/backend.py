@@ -17,7 +17,7 @@ is the suite it must pass. Rows go in and out as plain dicts with the ``sessions
 from __future__ import annotations
 
 import abc
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +43,54 @@ Order = Literal["rank", "newest", "oldest"]
 # listed on their own (see memstrata.store.lineage).
 HIDDEN_KINDS = ("compression", "delegate")
 
+# The end of a session's lineage-kind CASE, after each backend's explicit markers: a
+# child started after its parent ended for compression continues it; one started while
+# the parent ran was delegated; any other child branched. Plain SQL, the same everywhere.
+KIND_BY_TIMING = """    WHEN s.source = 'subagent' THEN 'delegate'
+    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
+         AND p.end_reason = 'compression' THEN 'compression'
+    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
+    ELSE 'branch'"""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How a backend writes a parameter and an ``IN`` test, so that SQL whose shape is the
+    same on every backend is built once."""
+
+    mark: str
+    # ``in_list(column, values)``: the SQL of ``column IN values`` and its parameters.
+    in_list: Callable[[str, Sequence[Any]], tuple[str, list[Any]]]
+
+    def window(
+        self,
+        table: str,
+        hide_live: Sequence[str],
+        below: int | None,
+        above: int | None,
+    ) -> tuple[str, list[Any]]:
+        """`` AND …`` clauses over messages (as ``table``) hiding the live rows of the
+        ``hide_live`` sessions and keeping ids between ``above`` and ``below``."""
+        where = ""
+        params: list[Any] = []
+        if hide_live:
+            test, values = self.in_list(f"{table}session_id", hide_live)
+            where += f" AND NOT ({table}active = 1 AND {test})"
+            params += values
+        if below is not None:
+            where += f" AND {table}id < {self.mark}"
+            params.append(below)
+        if above is not None:
+            where += f" AND {table}id > {self.mark}"
+            params.append(above)
+        return where, params
+
+    def updates(self, values: Mapping[str, Any], add: Mapping[str, float]) -> list[str]:
+        """The ``SET`` items that write ``values`` and add ``add`` to their columns."""
+        return [f"{c} = {self.mark}" for c in values] + [
+            f"{c} = COALESCE({c}, 0) + {self.mark}" for c in add
+        ]
+
 
 @dataclass(frozen=True)
 class ListingFilter:
@@ -51,6 +99,21 @@ class ListingFilter:
     source: str | None = None
     exclude_sources: tuple[str, ...] = ()
     include_archived: bool = False
+
+    def clauses(self, dialect: Dialect) -> tuple[list[str], list[Any]]:
+        """The ``WHERE`` clauses (over sessions as ``s``) and their parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not self.include_archived:
+            clauses.append("s.archived = 0")
+        if self.source is not None:
+            clauses.append(f"s.source = {dialect.mark}")
+            params.append(self.source)
+        if self.exclude_sources:
+            test, values = dialect.in_list("s.source", self.exclude_sources)
+            clauses.append(f"NOT ({test})")
+            params.extend(values)
+        return clauses, params
 
 
 @dataclass(frozen=True)
@@ -63,6 +126,18 @@ class Edge:
     ended_at: float | None
     started_at: float | None
     last_active: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Edge:
+        """The edge of a ``sessions`` row (any backend's mapping-like row)."""
+        return cls(
+            row["id"],
+            row["parent_session_id"],
+            row["end_reason"],
+            row["ended_at"],
+            row["started_at"],
+            row["last_active"],
+        )
 
 
 @dataclass(frozen=True)
@@ -102,15 +177,10 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def update_session(
-        self,
-        session_id: str,
-        values: Mapping[str, Any],
-        *,
-        add: Mapping[str, float] | None = None,
-        only_live: bool = False,
+        self, session_id: str, values: Mapping[str, Any], add: Mapping[str, float], live: bool
     ) -> int:
-        """Set ``values`` and add ``add`` (a null counts as 0) on one session; with
-        ``only_live`` only if it has not ended. Returns the rows changed (0 or 1)."""
+        """Set ``values`` and add ``add`` (a null counts as 0) on one session, not both
+        empty; with ``live`` only if it has not ended. Returns the rows changed (0 or 1)."""
 
     @abc.abstractmethod
     def titled(self, title: str, *, numbered: bool = False) -> list[dict[str, Any]]:
@@ -350,13 +420,15 @@ class Transaction(abc.ABC):
         messages that still exist; how many were stored."""
 
     @abc.abstractmethod
-    def stored_vectors(
-        self,
-        model: str,
-        message_ids: Sequence[int],
-        session_ids: Sequence[str],
-        scan: int,
-        recent: int,
+    def session_vectors(
+        self, model: str, session_ids: Sequence[str], limit: int
     ) -> dict[int, bytes]:
-        """Vectors of ``model``: of these messages, of the ``scan`` newest vectored
-        messages of these sessions and of the ``recent`` newest of the store."""
+        """Vectors of ``model`` of the ``limit`` newest vectored messages of these sessions."""
+
+    @abc.abstractmethod
+    def recent_vectors(self, model: str, limit: int) -> dict[int, bytes]:
+        """Vectors of ``model`` of the ``limit`` newest vectored messages of the store."""
+
+    @abc.abstractmethod
+    def vectors_of(self, model: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """Vectors of ``model`` of these messages (those that have one)."""

@@ -200,7 +200,9 @@ class BaseSessionStore(Closing, abc.ABC):
     ) -> int:
         with self._transaction(write=True) as tx:
             self._require(tx, session_id)
-            return tx.update_session(session_id, values, add=add, only_live=only_live)
+            if not values and not add:
+                return 0
+            return tx.update_session(session_id, values, add or {}, only_live)
 
     @staticmethod
     def _require(tx: Transaction, session_id: str, *, lock: bool = False) -> None:

@@ -214,8 +214,8 @@ def _add_vectors(
     ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
     best = ranked[: boosts.VECTOR_RERANK]
     sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
-    blobs = tx.stored_vectors(
-        embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
+    blobs = stored_vectors(
+        tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
     )
     sims = cosines(blobs, vectors[0])
     newcomers = [mid for mid, cos in sims.items() if mid not in found]
@@ -228,6 +228,28 @@ def _add_vectors(
         floor=boosts.VECTOR_FLOOR,
         only_min=boosts.VECTOR_ONLY_MIN,
     )
+
+
+def stored_vectors(
+    tx: Transaction,
+    model: str,
+    message_ids: Sequence[int],
+    session_ids: Sequence[str],
+    scan: int,
+    recent: int,
+) -> dict[int, bytes]:
+    """The vectors of ``model`` a hybrid search compares with the query: of these
+    messages, of the ``scan`` newest vectored messages of these sessions and of the
+    ``recent`` newest of the store (where a message the keywords missed may be)."""
+    blobs: dict[int, bytes] = {}
+    if recent > 0:
+        blobs.update(tx.recent_vectors(model, recent))
+    if scan > 0 and session_ids:
+        blobs.update(tx.session_vectors(model, session_ids, scan))
+    missing = sorted({int(i) for i in message_ids} - set(blobs))
+    if missing:
+        blobs.update(tx.vectors_of(model, missing))
+    return blobs
 
 
 def session_score(

@@ -23,6 +23,7 @@ from memstrata.store.postgres.codec import (
     sqlite_form,
     to_pg_content,
 )
+from memstrata.store.postgres.sessions import DIALECT
 
 Conn = psycopg.Connection[Any]
 MAX_POSITION = 16383
@@ -97,18 +98,12 @@ def _visible_where(
     below: int | None,
     above: int | None,
 ) -> tuple[str, list[Any]]:
-    where = f"m.namespace = %s AND m.session_id = ANY(%s) AND {_SHOWN}"
-    params: list[Any] = [ns, list(session_ids)]
-    if hide_live:
-        where += " AND NOT (m.active = 1 AND m.session_id = ANY(%s))"
-        params.append(list(hide_live))
-    if below is not None:
-        where += " AND m.id < %s"
-        params.append(below)
-    if above is not None:
-        where += " AND m.id > %s"
-        params.append(above)
-    return where, params
+    window, params = DIALECT.window("m.", hide_live, below, above)
+    return f"m.namespace = %s AND m.session_id = ANY(%s) AND {_SHOWN}{window}", [
+        ns,
+        list(session_ids),
+        *params,
+    ]
 
 
 class MessageRows(Transaction):
@@ -321,36 +316,32 @@ class MessageRows(Transaction):
             )
         return len(rows)
 
-    def stored_vectors(
-        self,
-        model: str,
-        message_ids: Sequence[int],
-        session_ids: Sequence[str],
-        scan: int,
-        recent: int,
+    def session_vectors(
+        self, model: str, session_ids: Sequence[str], limit: int
     ) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        if scan > 0 and session_ids:
-            for r in self.conn.execute(
-                "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
-                "ON v.namespace = m.namespace AND v.model = %s AND v.message_id = m.id "
-                "WHERE m.namespace = %s AND m.session_id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-                (model, self.ns, list(session_ids), scan),
-            ).fetchall():
-                found[int(r["message_id"])] = bytes(r["vector"])
-        if recent > 0:
-            for r in self.conn.execute(
-                "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
-                "AND model = %s ORDER BY message_id DESC LIMIT %s",
-                (self.ns, model, recent),
-            ).fetchall():
-                found[int(r["message_id"])] = bytes(r["vector"])
-        missing = sorted({int(i) for i in message_ids} - set(found))
-        if missing:
-            for r in self.conn.execute(
-                "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
-                "AND model = %s AND message_id = ANY(%s)",
-                (self.ns, model, missing),
-            ).fetchall():
-                found[int(r["message_id"])] = bytes(r["vector"])
-        return found
+        return self._vectors(
+            "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
+            "ON v.namespace = m.namespace AND v.model = %s AND v.message_id = m.id "
+            "WHERE m.namespace = %s AND m.session_id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
+            (model, self.ns, list(session_ids), limit),
+        )
+
+    def recent_vectors(self, model: str, limit: int) -> dict[int, bytes]:
+        return self._vectors(
+            "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
+            "AND model = %s ORDER BY message_id DESC LIMIT %s",
+            (self.ns, model, limit),
+        )
+
+    def vectors_of(self, model: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        return self._vectors(
+            "SELECT message_id, vector FROM message_vectors WHERE namespace = %s "
+            "AND model = %s AND message_id = ANY(%s)",
+            (self.ns, model, [int(i) for i in message_ids]),
+        )
+
+    def _vectors(self, sql: str, params: Sequence[Any]) -> dict[int, bytes]:
+        return {
+            int(r["message_id"]): bytes(r["vector"])
+            for r in self.conn.execute(sql, params).fetchall()
+        }

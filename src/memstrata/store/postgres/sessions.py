@@ -12,7 +12,14 @@ from typing import Any
 import psycopg
 
 from memstrata.errors import TitleConflictError
-from memstrata.store.backend import FILLED_ON_CONFLICT, Edge, ListingFilter, Transaction
+from memstrata.store.backend import (
+    FILLED_ON_CONFLICT,
+    KIND_BY_TIMING,
+    Dialect,
+    Edge,
+    ListingFilter,
+    Transaction,
+)
 from memstrata.store.postgres.codec import from_pg_content, pg_text, session_row
 from memstrata.store.titles import escape_like
 
@@ -20,16 +27,12 @@ Conn = psycopg.Connection[Any]
 
 # The classification of a child (memstrata.store.lineage documents the rule), with
 # memstrata_json_has_key standing in for SQLite's json_valid/json_type.
-KIND_SQL = """(CASE
+KIND_SQL = f"""(CASE
     WHEN s.parent_session_id IS NULL OR p.id IS NULL THEN NULL
     WHEN s.lineage_kind IS NOT NULL THEN s.lineage_kind
     WHEN memstrata_json_has_key(s.model_config, '_delegate_from') THEN 'delegate'
     WHEN memstrata_json_has_key(s.model_config, '_branched_from') THEN 'branch'
-    WHEN s.source = 'subagent' THEN 'delegate'
-    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
-         AND p.end_reason = 'compression' THEN 'compression'
-    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
-    ELSE 'branch'
+{KIND_BY_TIMING}
 END)"""
 _FROM = (
     "FROM sessions s LEFT JOIN sessions p "
@@ -43,29 +46,8 @@ _LISTED = f"COALESCE({KIND_SQL}, 'root') NOT IN ('compression', 'delegate')"
 _LISTING_BATCH = 200
 
 
-def _edge(row: Mapping[str, Any]) -> Edge:
-    return Edge(
-        row["id"],
-        row["parent_session_id"],
-        row["end_reason"],
-        row["ended_at"],
-        row["started_at"],
-        row["last_active"],
-    )
-
-
-def _listing_where(where: ListingFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if not where.include_archived:
-        clauses.append("s.archived = 0")
-    if where.source is not None:
-        clauses.append("s.source = %s")
-        params.append(where.source)
-    if where.exclude_sources:
-        clauses.append("NOT (s.source = ANY(%s))")
-        params.append(list(where.exclude_sources))
-    return clauses, params
+# PostgreSQL's parameters: an ``IN`` list is one array parameter.
+DIALECT = Dialect("%s", lambda column, values: (f"{column} = ANY(%s)", [list(values)]))
 
 
 class SessionRows(Transaction):
@@ -102,22 +84,15 @@ class SessionRows(Transaction):
         )
 
     def update_session(
-        self,
-        session_id: str,
-        values: Mapping[str, Any],
-        *,
-        add: Mapping[str, float] | None = None,
-        only_live: bool = False,
+        self, session_id: str, values: Mapping[str, Any], add: Mapping[str, float], live: bool
     ) -> int:
-        sets = [f"{c} = %s" for c in values] + [f"{c} = COALESCE({c}, 0) + %s" for c in add or {}]
-        if not sets:
-            return 0
-        live = " AND ended_at IS NULL" if only_live else ""
+        sets = DIALECT.updates(values, add)
+        alive = " AND ended_at IS NULL" if live else ""
         clean = [pg_text(v) if isinstance(v, str) else v for v in values.values()]
         return int(
             self.conn.execute(
-                f"UPDATE sessions SET {', '.join(sets)} WHERE namespace = %s AND id = %s{live}",
-                [*clean, *(add or {}).values(), self.ns, session_id],
+                f"UPDATE sessions SET {', '.join(sets)} WHERE namespace = %s AND id = %s{alive}",
+                [*clean, *add.values(), self.ns, session_id],
             ).rowcount
         )
 
@@ -190,7 +165,7 @@ class SessionRows(Transaction):
         if parent is not None:
             sql += " AND s.parent_session_id = %s"
             params.append(parent)
-        return [_edge(r) for r in self.conn.execute(sql, params).fetchall()]
+        return [Edge.from_row(r) for r in self.conn.execute(sql, params).fetchall()]
 
     def children(self, parents: Sequence[str], kinds: Sequence[str]) -> list[str]:
         rows = self.conn.execute(
@@ -210,7 +185,7 @@ class SessionRows(Transaction):
         return [str(r["id"]) for r in rows.fetchall()]
 
     def listed_by_start(self, where: ListingFilter, limit: int, offset: int) -> list[str]:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         rows = self.conn.execute(
             f"SELECT s.id {_FROM} WHERE {' AND '.join(['s.namespace = %s', _LISTED, *clauses])} "
             "ORDER BY s.started_at DESC, s.id DESC LIMIT %s OFFSET %s",
@@ -221,7 +196,7 @@ class SessionRows(Transaction):
     def listed_by_activity(
         self, where: ListingFilter
     ) -> Generator[tuple[str, str | None, float], None, None]:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         passes = " AND ".join([_LISTED, *clauses])
         # Sessions without a parent (most of them) are roots: no join, no kind to work out.
         roots = " AND ".join(["s.namespace = %s", "s.parent_session_id IS NULL", *clauses])
@@ -241,7 +216,7 @@ class SessionRows(Transaction):
                 yield row["id"], row["kind"], row["activity"]
 
     def is_listed(self, session_id: str, where: ListingFilter) -> bool:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         row = self.conn.execute(
             f"SELECT 1 AS one {_FROM} WHERE s.namespace = %s AND s.id = %s AND "
             f"{' AND '.join([_LISTED, *clauses])}",

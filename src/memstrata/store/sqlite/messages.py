@@ -14,7 +14,7 @@ from typing import Any
 from memstrata.store.backend import Transaction
 from memstrata.store.codec import MessageValues, row_to_message
 from memstrata.store.hits import text_of
-from memstrata.store.sqlite.sessions import VECTOR_TABLE, chunks, marks, vector_key
+from memstrata.store.sqlite.sessions import DIALECT, VECTOR_TABLE, chunks, marks, vector_key
 
 _TOOL_CALLS_IN_ROWS = (
     "COALESCE(SUM(CASE WHEN tool_calls IS NULL THEN 0 "
@@ -36,18 +36,11 @@ def _visible_where(
     below: int | None,
     above: int | None,
 ) -> tuple[str, list[Any]]:
-    where = f"session_id IN ({marks(len(session_ids))}) AND {_SHOWN}"
-    params: list[Any] = list(session_ids)
-    if hide_live:
-        where += f" AND NOT (active = 1 AND session_id IN ({marks(len(hide_live))}))"
-        params += list(hide_live)
-    if below is not None:
-        where += " AND id < ?"
-        params.append(below)
-    if above is not None:
-        where += " AND id > ?"
-        params.append(above)
-    return where, params
+    window, params = DIALECT.window("", hide_live, below, above)
+    return f"session_id IN ({marks(len(session_ids))}) AND {_SHOWN}{window}", [
+        *session_ids,
+        *params,
+    ]
 
 
 class MessageRows(Transaction):
@@ -270,32 +263,34 @@ class MessageRows(Transaction):
         )
         return len(rows)
 
-    def stored_vectors(
-        self,
-        model: str,
-        message_ids: Sequence[int],
-        session_ids: Sequence[str],
-        scan: int,
-        recent: int,
+    def session_vectors(
+        self, model: str, session_ids: Sequence[str], limit: int
     ) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
-        if scan > 0 and session_ids:
+        for part in chunks(list(session_ids)):
             for mid, blob in self.conn.execute(
                 "SELECT v.message_id, v.vector FROM messages m JOIN message_vectors v "
                 f"ON v.model = ? AND v.message_id = m.id WHERE m.session_id IN "
-                f"({marks(len(session_ids))}) ORDER BY m.id DESC LIMIT ?",
-                [model, *session_ids, scan],
+                f"({marks(len(part))}) ORDER BY m.id DESC LIMIT ?",
+                [model, *part, limit],
             ):
                 found[int(mid)] = blob
-        if recent > 0:
+        # Several chunks each bring their newest: keep the newest of all.
+        return dict(sorted(found.items(), reverse=True)[:limit])
+
+    def recent_vectors(self, model: str, limit: int) -> dict[int, bytes]:
+        return {
+            int(mid): blob
             for mid, blob in self.conn.execute(
                 "SELECT message_id, vector FROM message_vectors WHERE model = ? "
                 "ORDER BY message_id DESC LIMIT ?",
-                (model, recent),
-            ):
-                found[int(mid)] = blob
-        missing = sorted({int(i) for i in message_ids} - set(found))
-        for part in chunks(missing):
+                (model, limit),
+            )
+        }
+
+    def vectors_of(self, model: str, message_ids: Sequence[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for part in chunks(list(message_ids)):
             for mid, blob in self.conn.execute(
                 "SELECT message_id, vector FROM message_vectors WHERE model = ? "
                 f"AND message_id IN ({marks(len(part))})",

@@ -11,7 +11,14 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from memstrata.errors import TitleConflictError
-from memstrata.store.backend import FILLED_ON_CONFLICT, Edge, ListingFilter, Transaction
+from memstrata.store.backend import (
+    FILLED_ON_CONFLICT,
+    KIND_BY_TIMING,
+    Dialect,
+    Edge,
+    ListingFilter,
+    Transaction,
+)
 from memstrata.store.codec import decode_content
 from memstrata.store.titles import escape_like
 
@@ -23,18 +30,14 @@ VECTOR_TABLE = "message_vectors"
 # The kind of child ``s`` of parent ``p`` (NULL for a root or an orphan), one SQL
 # expression so that every query classifies a row the same way (memstrata.store.lineage
 # documents the rule).
-KIND_SQL = """(CASE
+KIND_SQL = f"""(CASE
     WHEN s.parent_session_id IS NULL OR p.id IS NULL THEN NULL
     WHEN s.lineage_kind IS NOT NULL THEN s.lineage_kind
     WHEN json_valid(s.model_config)
          AND json_type(s.model_config, '$._delegate_from') IS NOT NULL THEN 'delegate'
     WHEN json_valid(s.model_config)
          AND json_type(s.model_config, '$._branched_from') IS NOT NULL THEN 'branch'
-    WHEN s.source = 'subagent' THEN 'delegate'
-    WHEN p.ended_at IS NOT NULL AND s.started_at >= p.ended_at
-         AND p.end_reason = 'compression' THEN 'compression'
-    WHEN p.ended_at IS NULL OR s.started_at < p.ended_at THEN 'delegate'
-    ELSE 'branch'
+{KIND_BY_TIMING}
 END)"""
 _FROM = "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent_session_id"
 _EDGE = "s.id, s.parent_session_id, s.end_reason, s.ended_at, s.started_at, s.last_active"
@@ -54,29 +57,8 @@ def marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _edge(row: sqlite3.Row) -> Edge:
-    return Edge(
-        row["id"],
-        row["parent_session_id"],
-        row["end_reason"],
-        row["ended_at"],
-        row["started_at"],
-        row["last_active"],
-    )
-
-
-def _listing_where(where: ListingFilter) -> tuple[list[str], list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if not where.include_archived:
-        clauses.append("s.archived = 0")
-    if where.source is not None:
-        clauses.append("s.source = ?")
-        params.append(where.source)
-    if where.exclude_sources:
-        clauses.append(f"s.source NOT IN ({marks(len(where.exclude_sources))})")
-        params.extend(where.exclude_sources)
-    return clauses, params
+# SQLite's parameters: one ``?`` per value of an ``IN`` list.
+DIALECT = Dialect("?", lambda column, values: (f"{column} IN ({marks(len(values))})", [*values]))
 
 
 class SessionRows(Transaction):
@@ -109,20 +91,13 @@ class SessionRows(Transaction):
         )
 
     def update_session(
-        self,
-        session_id: str,
-        values: Mapping[str, Any],
-        *,
-        add: Mapping[str, float] | None = None,
-        only_live: bool = False,
+        self, session_id: str, values: Mapping[str, Any], add: Mapping[str, float], live: bool
     ) -> int:
-        sets = [f"{c} = ?" for c in values] + [f"{c} = COALESCE({c}, 0) + ?" for c in add or {}]
-        if not sets:
-            return 0
-        live = " AND ended_at IS NULL" if only_live else ""
+        sets = DIALECT.updates(values, add)
+        alive = " AND ended_at IS NULL" if live else ""
         return self.conn.execute(
-            f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?{live}",
-            [*values.values(), *(add or {}).values(), session_id],
+            f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?{alive}",
+            [*values.values(), *add.values(), session_id],
         ).rowcount
 
     def titled(self, title: str, *, numbered: bool = False) -> list[dict[str, Any]]:
@@ -191,7 +166,7 @@ class SessionRows(Transaction):
                 f"AND {KIND_SQL} = 'compression'"
             )
             params = [parent]
-        return [_edge(r) for r in self.conn.execute(sql, params)]
+        return [Edge.from_row(r) for r in self.conn.execute(sql, params)]
 
     def children(self, parents: Sequence[str], kinds: Sequence[str]) -> list[str]:
         out: list[str] = []
@@ -221,7 +196,7 @@ class SessionRows(Transaction):
         return out
 
     def listed_by_start(self, where: ListingFilter, limit: int, offset: int) -> list[str]:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         rows = self.conn.execute(
             f"SELECT s.id {_FROM} WHERE {' AND '.join([_LISTED, *clauses])} "
             "ORDER BY s.started_at DESC, s.id DESC LIMIT ? OFFSET ?",
@@ -232,7 +207,7 @@ class SessionRows(Transaction):
     def listed_by_activity(
         self, where: ListingFilter
     ) -> Generator[tuple[str, str | None, float], None, None]:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         passes = " AND ".join([_LISTED, *clauses])
         # Sessions without a parent (most of them) are roots: no join, no kind to work out.
         roots = " AND ".join(["s.parent_session_id IS NULL", *clauses])
@@ -251,7 +226,7 @@ class SessionRows(Transaction):
             cursor.close()
 
     def is_listed(self, session_id: str, where: ListingFilter) -> bool:
-        clauses, params = _listing_where(where)
+        clauses, params = where.clauses(DIALECT)
         row = self.conn.execute(
             f"SELECT 1 {_FROM} WHERE s.id = ? AND {' AND '.join([_LISTED, *clauses])}",
             [session_id, *params],
