@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.store.sqlite.lineage import KIND_SQL, MAX_HOPS, list_sessions_rich, session_entry
+
 from memstrata.store.sqlite.store import SessionStore
 
 _FROM = "FROM sessions s LEFT JOIN sessions p ON p.id = s.parent_session_id"

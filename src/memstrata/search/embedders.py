@@ -19,11 +19,18 @@ query's vector with a bounded set of stored ones (:mod:`memstrata.store.vectors`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from memstrata.config import Config
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, decode_vector, encode_vector, unit
+from memstrata.store.vectors import (
+    VECTOR_RECENT,
+    VECTOR_SCAN,
+    Embedder,
+    decode_vector,
+    encode_vector,
+    unit,
+)
 
 if TYPE_CHECKING:
     from memstrata.store.base import BaseSessionStore
@@ -46,17 +53,6 @@ INDEX_BATCH = 64
 # Text of a message handed to the embedder, in characters: MiniLM reads 128 word pieces,
 # an API model a few thousand tokens; a pasted log adds cost, not meaning.
 EMBED_CHARS = 2000
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Anything that embeds texts: a name (stored with each vector), dims and embed()."""
-
-    name: str
-    dims: int
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """One vector of ``dims`` floats per text, in order."""
 
 
 def offline_embedder() -> Embedder:

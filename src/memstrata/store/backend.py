@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from memstrata.query.compile import CompiledQuery
     from memstrata.query.filters import Filters
     from memstrata.store.codec import MessageValues
-    from memstrata.store.rank import Candidate
 
 # Upsert columns: on conflict the first writer's non-null value wins.
 FILLED_ON_CONFLICT = (
@@ -90,6 +89,17 @@ class Dialect:
         return [f"{c} = {self.mark}" for c in values] + [
             f"{c} = COALESCE({c}, 0) + {self.mark}" for c in add
         ]
+
+
+@dataclass
+class Candidate:
+    """A message a search found, with its per-index scores and its fused score."""
+
+    id: int
+    session_id: str
+    timestamp: float
+    bm25: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
 
 
 @dataclass(frozen=True)

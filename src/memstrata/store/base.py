@@ -58,7 +58,7 @@ from memstrata.store.rank import (
 from memstrata.store.rank import rank_query as rank_in
 
 if TYPE_CHECKING:
-    from memstrata.search.embedders import Embedder
+    from memstrata.store.vectors import Embedder
 
 Durability = Literal["normal", "full"]
 # Prefixes longer than this are not searched (exact ids of any length still are).

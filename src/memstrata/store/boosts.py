@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from memstrata.query.dates import DateWindow
 
 if TYPE_CHECKING:
-    from memstrata.store.rank import Candidate
+    from memstrata.store.backend import Candidate
 
 __all__ = [
     "DATE_BOOST",

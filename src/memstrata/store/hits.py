@@ -20,8 +20,7 @@ from memstrata.store.codec import JSON_SENTINEL
 
 if TYPE_CHECKING:
     from memstrata.query.filters import Filters
-    from memstrata.store.backend import HitRow, Transaction
-    from memstrata.store.rank import Candidate
+    from memstrata.store.backend import Candidate, HitRow, Transaction
 
 SNIPPET_CHARS = 120
 CONTEXT_CHARS = 200

@@ -11,7 +11,7 @@ evidence (:mod:`memstrata.store.boosts`), and the messages are grouped into sess
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from memstrata.errors import ConfigError, SessionStoreError
@@ -19,11 +19,12 @@ from memstrata.query.compile import CompiledQuery, compile_query
 from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.query.filters import Filters
 from memstrata.store import boosts
+from memstrata.store.backend import Candidate
 from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, cosines
 
 if TYPE_CHECKING:
-    from memstrata.search.embedders import Embedder
     from memstrata.store.backend import Transaction
+    from memstrata.store.vectors import Embedder
 
 # How many messages each search considers before grouping. Bounded so a query's cost
 # does not grow with the number of matching rows. Ranking sessions needs several hits per
@@ -51,17 +52,6 @@ BOOLEAN_RANKED = 1000
 # Score of a message found only because it was written on the day a date-only question
 # names (keyword hits of the date's words may add to it).
 WINDOW_SCORE: Final = 1.0
-
-
-@dataclass
-class Candidate:
-    """A message a search found, with its per-index scores and its fused score."""
-
-    id: int
-    session_id: str
-    timestamp: float
-    bm25: dict[str, float] = field(default_factory=dict)
-    score: float = 0.0
 
 
 @dataclass

@@ -13,6 +13,7 @@ import array
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 from memstrata.errors import ConfigError
 
@@ -70,3 +71,14 @@ def cosines(blobs: Mapping[int, bytes], query_vector: Sequence[float]) -> dict[i
     matrix = np.frombuffer(b"".join(b for _, b in good), dtype="<f4").reshape(len(good), -1)
     sims = matrix @ (query / norm)
     return {mid: float(x) for (mid, _), x in zip(good, sims.tolist(), strict=True)}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that embeds texts: a name (stored with each vector), dims and embed()."""
+
+    name: str
+    dims: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector of ``dims`` floats per text, in order."""

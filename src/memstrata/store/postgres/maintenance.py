@@ -18,7 +18,7 @@ from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.schema import SEARCH_INDEXES
 
 if TYPE_CHECKING:
-    from memstrata.store.postgres.store import PostgresSessionStore
+    from memstrata.store.postgres.database import Database
 
 Conn = psycopg.Connection[Any]
 Progress = Callable[[str, int, int], None]
@@ -53,10 +53,9 @@ def check(conn: Conn, ns: str) -> list[str]:
     return problems
 
 
-def reindex(store: PostgresSessionStore, progress: Progress | None = None) -> dict[str, int]:
+def reindex(db: Database, ns: str, progress: Progress | None = None) -> dict[str, int]:
     """Recreate missing indexes, rebuild invalid ones, recompute the tenant's CJK bigrams."""
-    ns = store.namespace
-    with store.connection() as conn:
+    with db.connection() as conn:
         present = {
             r["name"]: r["valid"]
             for r in conn.execute(
@@ -77,7 +76,7 @@ def reindex(store: PostgresSessionStore, progress: Progress | None = None) -> di
     last_id = 0
     # Batches in their own transactions: a big tenant never holds row locks for long.
     while True:
-        with store.connection() as conn:
+        with db.connection() as conn:
             rows = conn.execute(
                 "SELECT id, content, tool_name, tool_calls FROM messages "
                 "WHERE namespace = %s AND id > %s ORDER BY id LIMIT %s",
@@ -97,7 +96,7 @@ def reindex(store: PostgresSessionStore, progress: Progress | None = None) -> di
         done += len(rows)
         if progress is not None:
             progress("messages_fts_cjk", done, total)
-    with store.connection() as conn:
+    with db.connection() as conn:
         cjk_row = conn.execute(
             "SELECT count(*) AS n FROM messages WHERE namespace = %s AND cjk IS NOT NULL", (ns,)
         ).fetchone()
@@ -111,9 +110,9 @@ def reindex(store: PostgresSessionStore, progress: Progress | None = None) -> di
     }
 
 
-def _autocommit(store: PostgresSessionStore, statements: list[str]) -> None:
+def _autocommit(db: Database, statements: list[str]) -> None:
     # VACUUM cannot run inside a transaction block: a pooled connection in autocommit.
-    with store._db.autocommit() as conn:
+    with db.autocommit() as conn:
         for sql in statements:
             conn.execute(sql)
 
@@ -128,12 +127,12 @@ _TABLES = (
 )
 
 
-def analyze(store: PostgresSessionStore) -> None:
+def analyze(db: Database) -> None:
     """ANALYZE the store's tables."""
-    _autocommit(store, [f"ANALYZE {t}" for t in _TABLES])
+    _autocommit(db, [f"ANALYZE {t}" for t in _TABLES])
 
 
-def optimize(store: PostgresSessionStore) -> None:
+def optimize(db: Database) -> None:
     """ANALYZE the tables and flush the GIN pending lists into the indexes."""
     statements = [f"ANALYZE {t}" for t in _TABLES]
     statements += [
@@ -141,7 +140,7 @@ def optimize(store: PostgresSessionStore) -> None:
         for name, sql in SEARCH_INDEXES.items()
         if "USING gin" in sql  # the tenant's id order is a btree: no pending list
     ]
-    _autocommit(store, statements)
+    _autocommit(db, statements)
 
 
 def index_counts(conn: Conn, ns: str) -> dict[str, int]:
@@ -165,9 +164,9 @@ def index_counts(conn: Conn, ns: str) -> dict[str, int]:
     }
 
 
-def vacuum(store: PostgresSessionStore) -> None:
+def vacuum(db: Database) -> None:
     """VACUUM (ANALYZE) the store's tables."""
-    _autocommit(store, [f"VACUUM (ANALYZE) {t}" for t in _TABLES])
+    _autocommit(db, [f"VACUUM (ANALYZE) {t}" for t in _TABLES])
 
 
 def integrity(conn: Conn, ns: str) -> dict[str, Any]:

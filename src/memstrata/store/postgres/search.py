@@ -32,12 +32,12 @@ import psycopg
 
 from memstrata.query.compile import CompiledQuery, Node, Term
 from memstrata.query.filters import Filters
-from memstrata.store.backend import HitRow, Order, Transaction
+from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
-from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF, Candidate
+from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF
 from memstrata.store.titles import escape_like
 
 Conn = psycopg.Connection[Any]

@@ -174,7 +174,7 @@ class PostgresSessionStore(BaseSessionStore):
         ``progress(stage, done, total)`` is called per stage. Returns the rows each
         index covers for this tenant.
         """
-        return maintenance.reindex(self, progress)
+        return maintenance.reindex(self._db, self._namespace, progress)
 
     def index_counts(self) -> dict[str, int]:
         """Rows of this tenant each search index covers, and its cached summaries."""
@@ -183,15 +183,15 @@ class PostgresSessionStore(BaseSessionStore):
 
     def analyze(self) -> None:
         """Refresh the query planner's statistics on the store's tables (``ANALYZE``)."""
-        maintenance.analyze(self)
+        maintenance.analyze(self._db)
 
     def optimize(self) -> None:
         """Refresh planner statistics and flush the GIN indexes' pending lists."""
-        maintenance.optimize(self)
+        maintenance.optimize(self._db)
 
     def vacuum(self) -> None:
         """VACUUM the store's tables, giving dead rows' space back for reuse."""
-        maintenance.vacuum(self)
+        maintenance.vacuum(self._db)
 
     def integrity_check(self) -> dict[str, Any]:
         """``{ok, sqlite, indexes, fix}`` as the SQLite store returns it.

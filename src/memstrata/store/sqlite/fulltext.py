@@ -24,8 +24,9 @@ from typing import Any, Literal
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Index, Node, Term
 from memstrata.query.filters import Filters
+from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
-from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF, Candidate
+from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF
 from memstrata.store.sqlite import bm25, substring
 
 __all__ = [

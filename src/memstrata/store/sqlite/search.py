@@ -13,9 +13,8 @@ from typing import Any
 
 from memstrata.query.compile import CompiledQuery
 from memstrata.query.filters import Filters
-from memstrata.store.backend import HitRow, Order, Transaction
+from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
-from memstrata.store.rank import Candidate
 from memstrata.store.sqlite.fulltext import (
     collect_candidates,
     filter_sql,
