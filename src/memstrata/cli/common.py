@@ -22,7 +22,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 def run_cli(group: click.Group) -> None:
-    """Run ``group``; a MemstrataError becomes ``Error: <message>`` and exit code 1."""
+    """Run ``group`` and exit with its verdict: 0 ok, 1 problems found (or an error), 2 usage.
+
+    A MemstrataError becomes ``Error: <message>`` and exit code 1.
+    """
     for arg in sys.argv[1:]:
         # Bytes that are not UTF-8 reach Python as lone surrogates, which no file,
         # database or terminal can take: refuse them here, once, for every command.
@@ -35,7 +38,10 @@ def run_cli(group: click.Group) -> None:
             )
             sys.exit(2)
     try:
-        group.main(standalone_mode=False)
+        # Outside standalone mode click hands back the code a command exits with
+        # (``raise click.exceptions.Exit(1)`` for "problems found") instead of exiting;
+        # dropping it would let `doctor` report errors to cron or CI with status 0.
+        code = group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
@@ -52,6 +58,9 @@ def run_cli(group: click.Group) -> None:
         sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # Command callbacks return None (mypy holds them to it), so an int here is an exit code.
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
 
 
 def os_error_text(exc: OSError) -> str:

@@ -76,7 +76,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
-    type=click.IntRange(1, MAX_LIMIT, clamp=True),
+    type=click.IntRange(1, MAX_LIMIT),
     default=None,
     help=f"Conversations to show (default: search.limit, max {MAX_LIMIT}).",
 )
@@ -94,7 +94,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 )
 @click.option(
     "--window",
-    type=click.IntRange(1, MAX_WINDOW, clamp=True),
+    type=click.IntRange(1, MAX_WINDOW),
     default=None,
     help="Messages each side of --around (default 5).",
 )
