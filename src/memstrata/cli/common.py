@@ -94,8 +94,16 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
+# Columns holding what a person types back into another command: a narrow terminal
+# squeezes the other columns instead, since a cut id ("2026…") resolves to nothing.
+WHOLE_COLUMNS = frozenset({"id", "session"})
+
+
 def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str = "") -> None:
-    """Print a rich table in a terminal; tab-separated lines under a header row when piped."""
+    """Print a rich table in a terminal; tab-separated lines under a header row when piped.
+
+    Cells of the ``id`` and ``session`` columns are never cut short.
+    """
     rows = list(rows)
     if not sys.stdout.isatty():
         # The header row lets scripts (cut, awk, pandas) address columns by name.
@@ -103,11 +111,25 @@ def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str
             click.echo("\t".join(_cell(v) for v in row))
         return
     table = Table(title=title or None)
-    for col in columns:
-        table.add_column(col)
+    for index, col in enumerate(columns):
+        if col in WHOLE_COLUMNS:
+            width = max((len(_cell(row[index])) for row in rows), default=0)
+            table.add_column(col, no_wrap=True, min_width=max(width, len(col)))
+        else:
+            table.add_column(col)
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
     Console().print(table)
+
+
+def shown_ids(store: Any, session_ids: Iterable[str]) -> dict[str, str]:
+    """How a table shows each session id: in a terminal the shortest prefix that every
+    command resolves (a full id overflows 80 columns); piped, the full id, since a
+    script may keep it while new sessions make a short prefix ambiguous."""
+    ids = list(session_ids)
+    if not sys.stdout.isatty():
+        return {sid: sid for sid in ids}
+    return dict(store.short_ids(ids))
 
 
 def _cell(value: Any) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memstrata.backends import open_store, postgres_dsn
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, shown_ids
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, StorageError
 from memstrata.search.read import MAX_WINDOW
@@ -140,6 +140,10 @@ def search_command(
                 summarize=False if no_summary else None,
                 config=config,
             )
+            listed = (
+                [r["session_id"] for r in result["results"]] if result["mode"] == "recent" else []
+            )
+            short = {} if as_json else shown_ids(store, listed)
     except MemstrataError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -150,7 +154,7 @@ def search_command(
             ("session", "title", "source", "last active", "messages", "preview"),
             (
                 (
-                    r["session_id"],
+                    short[r["session_id"]],
                     r["title"],
                     r["source"],
                     r["last_active"],

@@ -116,6 +116,7 @@ class DoctorReport:
 
 # ---------------------------------------------------------------------------- entries
 
+
 def _tokens(text: str) -> set[str]:
     return set(normalize_entry(text).split())
 
