@@ -468,7 +468,7 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
     if embedder is None:
         raise click.ClickException(
             "No embedder is configured: set one with `memstrata config set search.embedder "
-            "minilm` (offline) or `openai` (llm.embedding_model), see docs/recall.md."
+            "minilm` (offline) or `openai` (llm.embedding_model); see `memstrata help recall`."
         )
     with open_store(config) as store:
         if not isinstance(store, SessionStore):
