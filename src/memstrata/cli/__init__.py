@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "memstrata.cli.mcp:mcp_command",
     "memory": "memstrata.cli.memory:memory_group",
     "migrate": "memstrata.cli.migrate:migrate_command",
+    "namespaces": "memstrata.cli.namespaces:namespaces_group",
     "plugins": "memstrata.cli.plugins:plugins_group",
     "search": "memstrata.cli.search:search_command",
     "sessions": "memstrata.cli.sessions:sessions_group",
