@@ -18,14 +18,14 @@ from memstrata.errors import AtomicWriteError
 from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.ops.export import export_memory, export_sessions
 from memstrata.ops.importing.memstrata_jsonl import SESSIONS_FILE
-from memstrata.ops.importing.store_api import ExportStore
+from memstrata.store.contract import SessionStoreContract
 
 MARKDOWN_FILE = "sessions.md"
 
 
 def _write(
     path: Path,
-    store: ExportStore,
+    store: SessionStoreContract,
     fmt: str,
     ids: list[str] | None,
     progress: Callable[[int, int], None],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +23,6 @@ from memstrata.cli.common import (
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.ops.forget import resolve_session
-from memstrata.store.sqlite.store import SessionStore
 from memstrata.tools.session_search import parse_time
 
 
@@ -158,7 +158,9 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         _print_session(current, info, messages[current])
 
 
-def _print_session(sid: str, info: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+def _print_session(
+    sid: str, info: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
+) -> None:
     click.echo(f"{sid}  {info['title'] or ''}".rstrip())
     click.echo(
         f"source={info['source']} model={info['model'] or '-'} "
@@ -460,11 +462,6 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
             "minilm` (offline) or `openai` (llm.embedding_model), see docs/recall.md."
         )
     with open_store(config) as store:
-        if not isinstance(store, SessionStore):
-            raise click.ClickException(
-                "Vectors are kept in the SQLite store only; hybrid recall is not available "
-                "with store.dsn (PostgreSQL)."
-            )
         pending = pending_count(store, embedder.name)
         total = pending if limit is None else min(limit, pending)
         with progress_bar() as bar:

@@ -32,6 +32,7 @@ from memstrata.config import CONFIG_FILENAME, DEFAULTS, Config, memstrata_home
 from memstrata.errors import ConfigError, LockTimeoutError, MemstrataError
 from memstrata.memory.format import FILE_NAMES, TARGETS, Target, split_raw
 from memstrata.scanner import scan as scanner
+from memstrata.store.contract import SessionStoreContract
 from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
 
 __all__ = [
@@ -190,7 +191,7 @@ def _check_config(home: Path, report: DoctorReport) -> Config:
     return config
 
 
-def _open_store(config: Config) -> SessionStore:
+def _open_store(config: Config) -> SessionStoreContract:
     # Opened without the open-time index check: the doctor reports what that check raises.
     if postgres_dsn(config) is None:
         return SessionStore(config.home / DB_FILENAME, config=config, verify_indexes=False)
