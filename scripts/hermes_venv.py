@@ -55,7 +55,7 @@ def ensure_python() -> Path:
             return _python_of(folder)
         venv.EnvBuilder(with_pip=True, clear=True).create(folder)
         python = _python_of(folder)
-        subprocess.run(
+        subprocess.run(  # noqa: S603 - our own venv's pip, fixed arguments
             [str(python), "-m", "pip", "install", "--quiet", HERMES_REQUIREMENT],
             check=True,
             timeout=1800,
