@@ -116,7 +116,7 @@ def export_command(
     count = 0
     with open_store() as store, progress_bar() as bar:
         if ids is not None:
-            ids = [store.resolve_session_id(ref) for ref in ids]
+            ids = [store.resolve_session(ref) for ref in ids]
         for kind in formats:
             path = out_dir / (SESSIONS_FILE if kind == "jsonl" else MARKDOWN_FILE)
             task = bar.add_task(f"export {path.name}", total=None)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memstrata.backends import open_store, postgres_dsn
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, shown_ids
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, StorageError
 from memstrata.search.read import MAX_WINDOW
@@ -77,7 +77,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
-    type=click.IntRange(1, MAX_LIMIT, clamp=True),
+    type=click.IntRange(1, MAX_LIMIT),
     default=None,
     help=f"Conversations to show (default: search.limit, max {MAX_LIMIT}).",
 )
@@ -95,7 +95,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 )
 @click.option(
     "--window",
-    type=click.IntRange(1, MAX_WINDOW, clamp=True),
+    type=click.IntRange(1, MAX_WINDOW),
     default=None,
     help="Messages each side of --around (default 5).",
 )
@@ -141,6 +141,10 @@ def search_command(
                 summarize=False if no_summary else None,
                 config=config,
             )
+            listed = (
+                [r["session_id"] for r in result["results"]] if result["mode"] == "recent" else []
+            )
+            short = {} if as_json else shown_ids(store, listed)
     except MemstrataError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -151,7 +155,7 @@ def search_command(
             ("session", "title", "source", "last active", "messages", "preview"),
             (
                 (
-                    r["session_id"],
+                    short[r["session_id"]],
                     r["title"],
                     r["source"],
                     r["last_active"],

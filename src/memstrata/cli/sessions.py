@@ -19,6 +19,7 @@ from memstrata.cli.common import (
     echo_table,
     human_bytes,
     progress_bar,
+    shown_ids,
 )
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
@@ -80,6 +81,8 @@ def sessions_list(
             offset=offset,
             include_archived=include_archived,
         )
+        # A terminal table shows the shortest prefix each command resolves; --json full ids.
+        short = {} if as_json else shown_ids(store, [r["id"] for r in rows])
     if as_json:
         echo_json(rows)
         return
@@ -87,7 +90,7 @@ def sessions_list(
         ["id", "title", "source", "msgs", "last active", "preview"],
         [
             (
-                r["id"],
+                short[r["id"]],
                 r["title"] or "",
                 r["source"],
                 r["message_count"],
@@ -239,6 +242,7 @@ def sessions_search(
             offset=offset,
             include_inactive=include_inactive,
         )
+        short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
     if as_json:
         echo_json(hits)
         return
@@ -248,7 +252,14 @@ def sessions_search(
     echo_table(
         ["message", "session", "role", "when", "source", "snippet"],
         [
-            (h["id"], h["session_id"], h["role"], _when(h["timestamp"]), h["source"], h["snippet"])
+            (
+                h["id"],
+                short[h["session_id"]],
+                h["role"],
+                _when(h["timestamp"]),
+                h["source"],
+                h["snippet"],
+            )
             for h in hits
         ],
         title=f"Messages matching {query!r}",

@@ -16,11 +16,9 @@ exact command that fixes it; :func:`apply_fixes` runs the fixes that are safe to
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sqlite3
 import time
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from memstrata import fileio
 from memstrata.backends import open_memory, open_store, postgres_dsn
 from memstrata.config import CONFIG_FILENAME, DEFAULTS, Config, memstrata_home
 from memstrata.errors import ConfigError, LockTimeoutError, MemstrataError
-from memstrata.memory.format import FILE_NAMES, TARGETS, Target, split_raw
+from memstrata.memory.format import FILE_NAMES, TARGETS, Target, normalize_entry, split_raw
 from memstrata.scanner import scan as scanner
 from memstrata.store.contract import SessionStoreContract
 from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
@@ -118,14 +116,6 @@ class DoctorReport:
 
 
 # ---------------------------------------------------------------------------- entries
-
-_WORD = re.compile(r"\w+")
-
-
-def normalize_entry(text: str) -> str:
-    """Compatibility-folded, case-folded text with punctuation dropped and spaces collapsed."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(folded))
 
 
 def _tokens(text: str) -> set[str]:

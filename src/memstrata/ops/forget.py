@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstrata.errors import SessionNotFoundError, SessionStoreError
+from memstrata.errors import SessionStoreError
 from memstrata.store.listing import preview_text
 
 if TYPE_CHECKING:
@@ -117,13 +117,7 @@ class ForgetReport:
 
 def resolve_session(store: SessionStoreContract, ref: str) -> str:
     """An exact id, a unique id prefix, or a title (its newest ``"#N"`` continuation)."""
-    try:
-        return store.resolve_session_id(ref)
-    except SessionNotFoundError:
-        by_title = store.resolve_session_by_title(ref)
-        if by_title is None:
-            raise
-        return by_title
+    return store.resolve_session(ref)
 
 
 def _query_hits(

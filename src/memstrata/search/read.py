@@ -99,7 +99,7 @@ def read_session(
     note: str = "",
 ) -> dict[str, Any]:
     """One session's visible messages; a long one gives its first 20 and last 10."""
-    resolved = store.resolve_session_id(session_id)
+    resolved = store.resolve_session(session_id)
     meta = _session_meta(store, resolved)
     live = store.live_session_ids(current_session_id)
     total = store.count_visible([resolved], hide_live=live)
@@ -160,7 +160,7 @@ def scroll_session(
             f"around_message_id must be an integer message id, got {around_message_id!r}."
         )
     size = clamp_window(window)
-    resolved = store.resolve_session_id(session_id)
+    resolved = store.resolve_session(session_id)
     warning = None
     row = store.get_message(around_message_id)
     if row is None:

@@ -391,6 +391,52 @@ class BaseSessionStore(Closing, abc.ABC):
             )
         return ids[0]
 
+    def resolve_session(self, ref: str) -> str:
+        """The session ``ref`` names: an exact id, a unique id prefix, or an exact title
+        (its newest ``"title #N"`` continuation).
+
+        A trailing ellipsis (a cell a terminal cut short, pasted back) is dropped and the
+        rest read as a prefix. Raises :class:`SessionNotFoundError` when nothing matches and
+        :class:`AmbiguousSessionError` when a prefix matches several sessions and no title
+        matches exactly.
+        """
+        if not isinstance(ref, str) or not ref.strip():
+            raise SessionNotFoundError("Give a session id, a prefix of one, or a title.")
+        ref = ref.strip()
+        cut = ref.removesuffix("…").removesuffix("...")
+        try:
+            return self.resolve_session_id(cut or ref)
+        except SessionNotFoundError:
+            found = self.resolve_session_by_title(ref)
+            if found is None:
+                raise SessionNotFoundError(
+                    f"No session has the id, id prefix or title {ref!r}: "
+                    "`memstrata sessions list` shows both."
+                ) from None
+            return found
+        except AmbiguousSessionError:
+            found = self.resolve_session_by_title(ref)
+            if found is None:
+                raise
+            return found
+
+    def short_ids(self, session_ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
+        """The shortest prefix (at least ``min_chars``) of each id that no other session
+        of the store starts with, so a table can show it and every command resolves it."""
+        shown: dict[str, str] = {}
+        with self._transaction(snapshot=True) as tx:
+            for sid in session_ids:
+                # Uniqueness only grows with length: bisect on the prefix length.
+                low, high = min(min_chars, len(sid)), len(sid)
+                while low < high:
+                    mid = (low + high) // 2
+                    if tx.ids_starting_with(sid[:mid], 2) == [sid]:
+                        high = mid
+                    else:
+                        low = mid + 1
+                shown[sid] = sid[:high]
+        return shown
+
     # -- deletion ------------------------------------------------------------------------
 
     @staticmethod
