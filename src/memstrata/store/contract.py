@@ -100,7 +100,6 @@ class ContextLine(TypedDict):
 
 
 class _HitFields(TypedDict):
-
     id: int
     session_id: str
     role: str
@@ -232,6 +231,14 @@ class SessionStoreContract(Protocol):
     ) -> list[str]: ...
 
     def resolve_session_id(self, prefix: str) -> str: ...
+
+    def resolve_session(self, ref: str) -> str:
+        """An exact id, a unique id prefix (a cut ``…`` cell too) or an exact title."""
+        ...
+
+    def short_ids(self, session_ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
+        """The shortest unique prefix of each id, for tables."""
+        ...
 
     # -- titles and lineage --------------------------------------------------------------
 
