@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, SessionStoreError
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import MessageRow, SessionStoreContract
 
 if TYPE_CHECKING:
     from memstrata.llm.types import LLMClient
@@ -99,7 +99,7 @@ class MemstrataSession:
     def __init__(
         self,
         session_id: str,
-        store: SessionStore | None = None,
+        store: SessionStoreContract | None = None,
         *,
         config: Config | None = None,
         source: str = SOURCE,
@@ -117,7 +117,7 @@ class MemstrataSession:
             from memstrata.backends import open_store
 
             store = open_store(config)
-        self.store = store
+        self.store: SessionStoreContract = store
         self._lock = threading.Lock()
         self._created = False
 
@@ -146,7 +146,7 @@ class MemstrataSession:
 
     # -- synchronous halves ---------------------------------------------------------------
 
-    def _rows(self) -> list[dict[str, Any]]:
+    def _rows(self) -> list[MessageRow]:
         if self.store.get_session(self.session_id) is None:
             return []
         return self.store.get_messages(self.session_id)
@@ -206,7 +206,7 @@ def memstrata_tools(
     *,
     home: Path | None = None,
     config: Config | None = None,
-    store: SessionStore | None = None,
+    store: SessionStoreContract | None = None,
     llm: LLMClient | None = None,
     include: Sequence[str] = ("memory", "session_search", "remember"),
 ) -> list[Any]:

@@ -39,7 +39,7 @@ from memstrata.providers.base import MemoryWriteMetadata
 from memstrata.providers.facts.provider import TOOL_SCHEMAS as FACTS_SCHEMAS
 from memstrata.providers.facts.provider import FactsProvider
 from memstrata.search.read import when
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 from memstrata.tools.session_search import SCHEMA as SESSION_SEARCH_SCHEMA
 from memstrata.tools.session_search import SessionSearchTool
 
@@ -202,7 +202,7 @@ class HermesMemstrataProvider:
         self.primary = True
         self.recall_sessions = int(_DEFAULTS["recall_sessions"])
         self.config: Config | None = None
-        self._store: SessionStore | None = None
+        self._store: SessionStoreContract | None = None
         self._facts: FactsProvider | None = None
         self._search: SessionSearchTool | None = None
         self._known_sessions: set[str] = set()
@@ -321,7 +321,7 @@ class HermesMemstrataProvider:
         logger.info("memstrata: imported Hermes' state.db: %s", report)
 
     @property
-    def store(self) -> SessionStore:
+    def store(self) -> SessionStoreContract:
         """The session store; ProviderError before :meth:`initialize`."""
         if self._store is None:
             raise ProviderError(
