@@ -98,10 +98,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "near_duplicate_threshold": 0.85,
     },
     "mcp": {
-        # Address `memstrata mcp --transport http` listens on (loopback by default: the
-        # server has no authentication of its own; put a proxy in front to expose it).
+        # Address `memstrata mcp --transport http` listens on. Loopback by default; any
+        # other address needs a bearer token first (`memstrata mcp token`).
         "host": "127.0.0.1",
         "port": 8765,
+        # Bearer token clients must send; "" = the one `memstrata mcp token` generates and
+        # keeps in <home>/mcp_token (0600).
+        "token": "",
+        # Check the bearer token on a loopback bind too (always checked on other binds).
+        "require_token": False,
+        # Extra Host names accepted, comma-separated ("name" or "name:port"); the bound
+        # host and port are always accepted.
+        "allowed_hosts": "",
+        # Extra browser origins accepted, comma-separated ("https://app.example.com");
+        # the server's own origin is always accepted, "null" and other ports never.
+        "allowed_origins": "",
     },
     "compression": {
         "enabled": True,
