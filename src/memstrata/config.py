@@ -184,8 +184,10 @@ def memstrata_home() -> Path:
 def ensure_home(home: Path | None = None) -> Path:
     """Create the home folder (mode 0700) if needed and return it."""
     path = home if home is not None else memstrata_home()
+    from memstrata.fileio import private_dir
+
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path)
     except OSError as exc:
         raise HomeError(
             f"Cannot create the memstrata home folder {path}: {exc.strerror or exc}. "

@@ -64,7 +64,8 @@ def config_set(key: str, value: str) -> None:
             table = tomlkit.table()
             doc[section] = table
         table[name] = cast
-        atomic_write(path, tomlkit.dumps(doc))
+        # A config.toml linked from a dotfiles folder is a user's choice: write the real file.
+        atomic_write(path, tomlkit.dumps(doc), follow_symlinks=True)
     Config.load()  # refuse nothing silently: re-validate the whole file now
     click.echo(f"{key} = {cast!r}")
 

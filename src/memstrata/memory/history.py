@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
+from memstrata.fileio import create_private_file, private_dir
 from memstrata.store.sqlite.database import is_busy
 
 HISTORY_FILENAME: Final = "memory_history.db"
@@ -175,7 +176,9 @@ class MemoryHistory:
         # A forked child opens its own (a connection must not cross a fork).
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        # Created 0600 before SQLite opens it: SQLite gives -wal/-shm the file's mode.
+        create_private_file(self.path)
         conn = sqlite3.connect(
             str(self.path),
             timeout=self.busy_timeout_ms / 1000,
