@@ -227,8 +227,10 @@ def _cast(section: str, key: str, value: Any, default: Any, origin: str) -> Any:
             return str(value)
     except (TypeError, ValueError):
         kind = type(default).__name__
+        from memstrata.scanner.redaction import redact_value
+
         raise ConfigError(
-            f"{name} = {value!r} (from {origin}) is not a valid {kind}. "
+            f"{name} = {redact_value(name, value)!r} (from {origin}) is not a valid {kind}. "
             f"Fix it with `memstrata config set {name} <{kind}>`; the default is {default!r}."
         ) from None
     return value
