@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -23,6 +24,7 @@ from memstrata.cli.common import (
 )
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
+from memstrata.fileio import open_private_output, refuse_symlink
 from memstrata.ops.forget import resolve_session
 from memstrata.tools.session_search import parse_time
 
@@ -296,6 +298,8 @@ def sessions_export(
         memstrata sessions export --format markdown -o sessions.md
         memstrata sessions export "Kyoto trip" --format jsonl > kyoto.jsonl
     """
+    if output is not None:
+        refuse_symlink(output, "an export")
     if output is not None and output.exists() and not overwrite:
         raise click.ClickException(
             f"{output} already exists. Choose another --output file, or pass --overwrite "
@@ -313,7 +317,16 @@ def sessions_export(
                 for member in store.get_lineage_ids(resolve_session(store, ref)):
                     if member not in ids:
                         ids.append(member)
-        handle: TextIO = output.open("w", encoding="utf-8", newline="\n") if output else sys.stdout
+        handle: TextIO = (
+            os.fdopen(
+                open_private_output(output, overwrite=overwrite),
+                "w",
+                encoding="utf-8",
+                newline="\n",
+            )
+            if output
+            else sys.stdout
+        )
         try:
             with progress_bar() as bar:
                 task = bar.add_task("exporting", total=None)
