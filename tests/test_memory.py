@@ -583,7 +583,7 @@ def test_file_over_limit_is_not_injected_in_full(memstrata_home: Path) -> None:
     _write_raw(memstrata_home, ENTRY_DELIMITER.join(entries))
     memory = FileMemory(memory_char_limit=200)
     block = memory.snapshot_block("memory")
-    assert "[100% — 507/200 chars]" in block
+    assert "[253% — 507/200 chars, 307 over the limit]" in block
     body = block.split(BLOCK_RULE + "\n", 2)[2]
     shown = body.split("\n\n[")[0]
     assert len(shown) <= 200

@@ -20,7 +20,7 @@ from memstrata.errors import ConfigError
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
-    from memstrata.store.sqlite.store import SessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_ONLY_OPTIONS = ("verify_indexes", "readonly")
@@ -49,7 +49,7 @@ def _postgres() -> Any:
         ) from exc
 
 
-def open_store(config: Config | None = None, **options: Any) -> SessionStore:
+def open_store(config: Config | None = None, **options: Any) -> SessionStoreContract:
     """The session store the configuration names (options go to the constructor)."""
     cfg = config if config is not None else Config.load()
     dsn = postgres_dsn(cfg)
@@ -62,7 +62,7 @@ def open_store(config: Config | None = None, **options: Any) -> SessionStore:
     # do not write.
     for name in SQLITE_ONLY_OPTIONS:
         options.pop(name, None)
-    store: SessionStore = _postgres().PostgresSessionStore(
+    store: SessionStoreContract = _postgres().PostgresSessionStore(
         dsn, namespace=str(cfg.get("store.namespace")), config=cfg, **options
     )
     return store

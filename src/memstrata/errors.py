@@ -18,6 +18,7 @@ turn them into model-facing or user-facing text. Every message says what to do n
     │   ├── MemoryFullError         the budget would be exceeded; carries entries and usage
     │   ├── NoMatchError            old_text matched no entry
     │   ├── AmbiguousMatchError     old_text matched several distinct entries
+    │   ├── DuplicateEntryError     an added entry says what an existing one says
     │   ├── DriftError              the file was edited outside memstrata; a .bak was written
     │   ├── InvalidMemoryArgument   an empty or malformed argument
     │   └── ConsolidationLimitError the memory tool refused one failed consolidation too many
@@ -111,6 +112,10 @@ class NoMatchError(CuratedMemoryError):
 
 class AmbiguousMatchError(CuratedMemoryError):
     """``old_text`` matched several distinct entries."""
+
+
+class DuplicateEntryError(CuratedMemoryError):
+    """An added entry differs from an existing one only in case, width or punctuation."""
 
 
 class DriftError(CuratedMemoryError):

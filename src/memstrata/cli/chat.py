@@ -14,7 +14,7 @@ import click
 
 from memstrata.cli.common import CONTEXT_SETTINGS
 from memstrata.config import Config, ensure_home
-from memstrata.errors import LLMError, LLMNotConfiguredError, MemstrataError, SessionNotFoundError
+from memstrata.errors import LLMError, LLMNotConfiguredError, MemstrataError
 from memstrata.llm.types import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -145,11 +145,14 @@ class _Chat:
         if not rows:
             click.echo("No stored conversations yet.")
             return True
+        short = self.agent.store.short_ids(row["id"] for row in rows)
         for row in rows:
             mark = "*" if self.agent.session_id in row["session_ids"] else " "
             title = row.get("title") or "(untitled)"
             preview = " ".join(str(row.get("preview") or "").split())[:60]
-            click.echo(f"{mark} {row['id']}  {title}  {row['message_count']} msgs  {preview}")
+            click.echo(
+                f"{mark} {short[row['id']]}  {title}  {row['message_count']} msgs  {preview}"
+            )
         return True
 
     def resume(self, arg: str) -> bool:
@@ -157,13 +160,7 @@ class _Chat:
             click.echo("Usage: /resume ID|TITLE (see /sessions)")
             return True
         store = self.agent.store
-        try:
-            ref = store.resolve_session_id(arg)
-        except SessionNotFoundError:
-            by_title = store.resolve_session_by_title(arg)
-            if by_title is None:
-                raise
-            ref = by_title
+        ref = store.resolve_session(arg)
         session = self.agent.resume(ref)
         count = len(self.agent.messages)
         click.echo(f"Resumed session {session} ({count} messages).")

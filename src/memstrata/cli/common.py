@@ -23,7 +23,10 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 def run_cli(group: click.Group) -> None:
-    """Run ``group``; a MemstrataError becomes ``Error: <message>`` and exit code 1."""
+    """Run ``group`` and exit with its verdict: 0 ok, 1 problems found (or an error), 2 usage.
+
+    A MemstrataError becomes ``Error: <message>`` and exit code 1.
+    """
     for arg in sys.argv[1:]:
         # Bytes that are not UTF-8 reach Python as lone surrogates, which no file,
         # database or terminal can take: refuse them here, once, for every command.
@@ -36,7 +39,10 @@ def run_cli(group: click.Group) -> None:
             )
             sys.exit(2)
     try:
-        group.main(standalone_mode=False)
+        # Outside standalone mode click hands back the code a command exits with
+        # (``raise click.exceptions.Exit(1)`` for "problems found") instead of exiting;
+        # dropping it would let `doctor` report errors to cron or CI with status 0.
+        code = group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
@@ -53,6 +59,9 @@ def run_cli(group: click.Group) -> None:
         sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # Command callbacks return None (mypy holds them to it), so an int here is an exit code.
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
 
 
 def os_error_text(exc: OSError) -> str:
@@ -135,8 +144,16 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
+# Columns holding what a person types back into another command: a narrow terminal
+# squeezes the other columns instead, since a cut id ("2026…") resolves to nothing.
+WHOLE_COLUMNS = frozenset({"id", "session"})
+
+
 def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str = "") -> None:
-    """Print a rich table in a terminal; tab-separated lines under a header row when piped."""
+    """Print a rich table in a terminal; tab-separated lines under a header row when piped.
+
+    Cells of the ``id`` and ``session`` columns are never cut short.
+    """
     rows = list(rows)
     if not sys.stdout.isatty():
         # The header row lets scripts (cut, awk, pandas) address columns by name.
@@ -144,11 +161,25 @@ def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str
             click.echo("\t".join(_cell(v) for v in row))
         return
     table = Table(title=title or None)
-    for col in columns:
-        table.add_column(col)
+    for index, col in enumerate(columns):
+        if col in WHOLE_COLUMNS:
+            width = max((len(_cell(row[index])) for row in rows), default=0)
+            table.add_column(col, no_wrap=True, min_width=max(width, len(col)))
+        else:
+            table.add_column(col)
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
     Console().print(table)
+
+
+def shown_ids(store: Any, session_ids: Iterable[str]) -> dict[str, str]:
+    """How a table shows each session id: in a terminal the shortest prefix that every
+    command resolves (a full id overflows 80 columns); piped, the full id, since a
+    script may keep it while new sessions make a short prefix ambiguous."""
+    ids = list(session_ids)
+    if not sys.stdout.isatty():
+        return {sid: sid for sid in ids}
+    return dict(store.short_ids(ids))
 
 
 def _cell(value: Any) -> str:

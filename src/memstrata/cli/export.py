@@ -18,14 +18,14 @@ from memstrata.errors import AtomicWriteError
 from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.ops.export import export_memory, export_sessions
 from memstrata.ops.importing.memstrata_jsonl import SESSIONS_FILE
-from memstrata.ops.importing.store_api import ExportStore
+from memstrata.store.contract import SessionStoreContract
 
 MARKDOWN_FILE = "sessions.md"
 
 
 def _write(
     path: Path,
-    store: ExportStore,
+    store: SessionStoreContract,
     fmt: str,
     ids: list[str] | None,
     progress: Callable[[int, int], None],
@@ -116,7 +116,7 @@ def export_command(
     count = 0
     with open_store() as store, progress_bar() as bar:
         if ids is not None:
-            ids = [store.resolve_session_id(ref) for ref in ids]
+            ids = [store.resolve_session(ref) for ref in ids]
         for kind in formats:
             path = out_dir / (SESSIONS_FILE if kind == "jsonl" else MARKDOWN_FILE)
             task = bar.add_task(f"export {path.name}", total=None)

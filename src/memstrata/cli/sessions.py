@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,11 +19,11 @@ from memstrata.cli.common import (
     echo_table,
     human_bytes,
     progress_bar,
+    shown_ids,
 )
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.ops.forget import resolve_session
-from memstrata.store.sqlite.store import SessionStore
 from memstrata.tools.session_search import parse_time
 
 
@@ -80,6 +81,8 @@ def sessions_list(
             offset=offset,
             include_archived=include_archived,
         )
+        # A terminal table shows the shortest prefix each command resolves; --json full ids.
+        short = {} if as_json else shown_ids(store, [r["id"] for r in rows])
     if as_json:
         echo_json(rows)
         return
@@ -87,7 +90,7 @@ def sessions_list(
         ["id", "title", "source", "msgs", "last active", "preview"],
         [
             (
-                r["id"],
+                short[r["id"]],
                 r["title"] or "",
                 r["source"],
                 r["message_count"],
@@ -158,7 +161,9 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         _print_session(current, info, messages[current])
 
 
-def _print_session(sid: str, info: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+def _print_session(
+    sid: str, info: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
+) -> None:
     click.echo(f"{sid}  {info['title'] or ''}".rstrip())
     click.echo(
         f"source={info['source']} model={info['model'] or '-'} "
@@ -237,6 +242,7 @@ def sessions_search(
             offset=offset,
             include_inactive=include_inactive,
         )
+        short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
     if as_json:
         echo_json(hits)
         return
@@ -246,7 +252,14 @@ def sessions_search(
     echo_table(
         ["message", "session", "role", "when", "source", "snippet"],
         [
-            (h["id"], h["session_id"], h["role"], _when(h["timestamp"]), h["source"], h["snippet"])
+            (
+                h["id"],
+                short[h["session_id"]],
+                h["role"],
+                _when(h["timestamp"]),
+                h["source"],
+                h["snippet"],
+            )
             for h in hits
         ],
         title=f"Messages matching {query!r}",
@@ -460,11 +473,6 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
             "minilm` (offline) or `openai` (llm.embedding_model), see docs/recall.md."
         )
     with open_store(config) as store:
-        if not isinstance(store, SessionStore):
-            raise click.ClickException(
-                "Vectors are kept in the SQLite store only; hybrid recall is not available "
-                "with store.dsn (PostgreSQL)."
-            )
         pending = pending_count(store, embedder.name)
         total = pending if limit is None else min(limit, pending)
         with progress_bar() as bar:

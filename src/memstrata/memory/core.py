@@ -32,6 +32,7 @@ from memstrata.errors import (
     AmbiguousMatchError,
     ConfigError,
     DriftError,
+    DuplicateEntryError,
     InvalidMemoryArgument,
     MemoryFullError,
     NoMatchError,
@@ -55,7 +56,9 @@ from memstrata.memory.format import (
     char_count,
     dedupe,
     fit_to_budget,
+    fold,
     join_blocks,
+    normalize_entry,
     omitted_note,
     parse_entries,
     preview,
@@ -409,6 +412,15 @@ class CuratedMemoryBase(abc.ABC):
                 return EntryChange(
                     current.entries, False, "Entry already exists (no duplicate added)."
                 )
+            same = _same_as(text, current.entries)
+            if same is not None:
+                raise DuplicateEntryError(
+                    f"Not added: the entry '{preview(same)}' already says this (it differs "
+                    "only in case, width or punctuation). To change its wording, replace "
+                    "it instead of adding another.",
+                    existing=same,
+                    **self._recovery(current),
+                )
             after = [*current.entries, text]
             self._check_budget(current, after, self._add_overflow_message(current, text))
             return EntryChange(after, True, "Entry added.")
@@ -572,6 +584,13 @@ class CuratedMemoryBase(abc.ABC):
         exact = [i for i, entry in enumerate(working) if entry == old_text]
         matches = exact or [i for i, entry in enumerate(working) if old_text in entry]
         if not matches:
+            # "pnpm" for "PNPM", "ｐｎｐｍ" for "pnpm": accepted only when it designates one
+            # entry, so a loose match can never pick between several.
+            folded = fold(old_text)
+            loose = [i for i, entry in enumerate(working) if folded in fold(entry)]
+            if len(dedupe(working[i] for i in loose)) == 1:
+                matches = loose
+        if not matches:
             if op is None:
                 message = (
                     f"No entry matched '{old_text}'. Check current_entries and retry with "
@@ -636,6 +655,14 @@ class CuratedMemoryBase(abc.ABC):
             "current_entries": list(current.entries),
             "usage": str(Usage(char_count(current.entries), self._limits[current.target])),
         }
+
+
+def _same_as(text: str, entries: Sequence[str]) -> str | None:
+    """The entry that says what ``text`` says (equal normal forms), if there is one."""
+    normal = normalize_entry(text)
+    if not normal:
+        return None
+    return next((e for e in entries if normalize_entry(e) == normal), None)
 
 
 def _sanitize(target: Target, entry: str) -> str:

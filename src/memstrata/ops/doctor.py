@@ -16,11 +16,9 @@ exact command that fixes it; :func:`apply_fixes` runs the fixes that are safe to
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sqlite3
 import time
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +28,9 @@ from memstrata import fileio
 from memstrata.backends import open_memory, open_store, postgres_dsn
 from memstrata.config import CONFIG_FILENAME, DEFAULTS, Config, memstrata_home
 from memstrata.errors import ConfigError, LockTimeoutError, MemstrataError
-from memstrata.memory.format import FILE_NAMES, TARGETS, Target, split_raw
+from memstrata.memory.format import FILE_NAMES, TARGETS, Target, normalize_entry, split_raw
 from memstrata.scanner import scan as scanner
+from memstrata.store.contract import SessionStoreContract
 from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
 
 __all__ = [
@@ -118,14 +117,6 @@ class DoctorReport:
 
 # ---------------------------------------------------------------------------- entries
 
-_WORD = re.compile(r"\w+")
-
-
-def normalize_entry(text: str) -> str:
-    """Compatibility-folded, case-folded text with punctuation dropped and spaces collapsed."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(folded))
-
 
 def _tokens(text: str) -> set[str]:
     return set(normalize_entry(text).split())
@@ -190,7 +181,7 @@ def _check_config(home: Path, report: DoctorReport) -> Config:
     return config
 
 
-def _open_store(config: Config) -> SessionStore:
+def _open_store(config: Config) -> SessionStoreContract:
     # Opened without the open-time index check: the doctor reports what that check raises.
     if postgres_dsn(config) is None:
         return SessionStore(config.home / DB_FILENAME, config=config, verify_indexes=False)

@@ -24,15 +24,15 @@ store without them is still cleaned, with fewer figures in the report).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstrata.errors import SessionNotFoundError, SessionStoreError
+from memstrata.errors import SessionStoreError
 from memstrata.store.listing import preview_text
 
 if TYPE_CHECKING:
-    from memstrata.store.sqlite.store import SessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = ["ForgetPlan", "ForgetReport", "forget", "plan_forget", "resolve_session"]
 
@@ -115,19 +115,13 @@ class ForgetReport:
         }
 
 
-def resolve_session(store: SessionStore, ref: str) -> str:
+def resolve_session(store: SessionStoreContract, ref: str) -> str:
     """An exact id, a unique id prefix, or a title (its newest ``"#N"`` continuation)."""
-    try:
-        return store.resolve_session_id(ref)
-    except SessionNotFoundError:
-        by_title = store.resolve_session_by_title(ref)
-        if by_title is None:
-            raise
-        return by_title
+    return store.resolve_session(ref)
 
 
 def _query_hits(
-    store: SessionStore,
+    store: SessionStoreContract,
     query: str,
     since: float | None,
     until: float | None,
@@ -157,7 +151,7 @@ def _query_hits(
         offset += _PAGE
 
 
-def _preview(message: dict[str, Any]) -> dict[str, Any]:
+def _preview(message: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": message["id"],
         "session_id": message["session_id"],
@@ -168,7 +162,7 @@ def _preview(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_forget(
-    store: SessionStore,
+    store: SessionStoreContract,
     *,
     sessions: Iterable[str] = (),
     whole_conversations: bool = True,
@@ -207,13 +201,7 @@ def plan_forget(
     if query is not None:
         chosen.update(_query_hits(store, query, since, until, max_messages))
     elif since is not None or until is not None:
-        lister = getattr(store, "list_message_ids", None)
-        if not callable(lister):
-            raise SessionStoreError(
-                f"{type(store).__name__} cannot list messages by time: add --query to "
-                "forget what a search finds in that range."
-            )
-        chosen.update(lister(since=since, until=until))
+        chosen.update(store.list_message_ids(since=since, until=until))
 
     messages: list[dict[str, Any]] = []
     for sid in session_ids:
@@ -243,12 +231,11 @@ def plan_forget(
     )
 
 
-def _counts(store: SessionStore) -> dict[str, int] | None:
-    counter = getattr(store, "index_counts", None)
-    return dict(counter()) if callable(counter) else None
+def _counts(store: SessionStoreContract) -> dict[str, int]:
+    return dict(store.index_counts())
 
 
-def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> ForgetReport:
+def forget(store: SessionStoreContract, plan: ForgetPlan, *, scrub: bool = True) -> ForgetReport:
     """Remove what ``plan`` selected from the store, its indexes, vectors and summaries.
 
     With ``scrub`` (the default) deleted content is overwritten in the file and the
@@ -261,8 +248,7 @@ def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> Forg
             sessions=[], messages=0, removed={"sessions": 0, "messages": 0}, scrubbed=False
         )
     before = _counts(store)
-    secure = getattr(store, "secure_deletes", None) if scrub else None
-    guard = secure() if callable(secure) else contextlib.nullcontext()
+    guard = store.secure_deletes() if scrub else contextlib.nullcontext()
     deleted_sessions: list[str] = []
     message_rows = 0
     with guard:
@@ -281,25 +267,21 @@ def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> Forg
         message_rows += store.delete_messages(plan.message_ids)
         remaining = [s for s in plan.conversation_ids if s not in deleted_sessions]
         cleared = store.clear_summary_cache(remaining) if remaining else 0
-        # Past questions may quote what is being forgotten (SQLite keeps an expansion cache).
-        clear_expansions = getattr(store, "clear_query_expansions", None)
-        expansions = clear_expansions() if callable(clear_expansions) else 0
-        optimize = getattr(store, "optimize", None)
-        if scrub and callable(optimize):
-            optimize()
+        # Past questions may quote what is being forgotten: drop the expansion cache.
+        expansions = store.clear_query_expansions()
+        if scrub:
+            store.optimize()
     removed: dict[str, int] = {"sessions": len(deleted_sessions), "messages": message_rows}
     if expansions:
         removed["query_expansions"] = expansions
     after = _counts(store)
-    if before is not None and after is not None:
-        for table, name in INDEX_NAMES.items():
-            if table in before:
-                removed[name] = before[table] - after.get(table, 0)
-    else:
-        removed["summaries"] = cleared
+    for table, name in INDEX_NAMES.items():
+        if table in before:
+            removed[name] = before[table] - after.get(table, 0)
+    removed.setdefault("summaries", cleared)
     return ForgetReport(
         sessions=deleted_sessions,
         messages=message_rows,
         removed=removed,
-        scrubbed=callable(secure),
+        scrubbed=scrub,
     )

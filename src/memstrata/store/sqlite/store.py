@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from memstrata.config import Config, ensure_home
 from memstrata.errors import IndexError_
@@ -212,3 +212,10 @@ class SessionStore(BaseSessionStore):
             "db_bytes": os.path.getsize(self.path) if self.path.exists() else 0,
             "wal_bytes": wal.stat().st_size if wal.exists() else 0,
         }
+
+
+if TYPE_CHECKING:
+    from memstrata.store.contract import SessionStoreContract
+
+    # mypy proves here that the backend keeps the whole public contract.
+    _keeps_contract: type[SessionStoreContract] = SessionStore
