@@ -34,7 +34,7 @@ from memstrata.errors import (  # noqa: E402
 from memstrata.memory.core import CuratedMemory  # noqa: E402
 from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
-from memstrata.tools.memory import MemoryTool  # noqa: E402
+from memstrata.memory.tool import MemoryTool  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

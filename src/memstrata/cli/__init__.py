@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "export": "memstrata.cli.export:export_command",
     "forget": "memstrata.cli.forget:forget_command",
     "help": "memstrata.cli.help:help_command",
+    "hermes": "memstrata.cli.hermes:hermes_group",
     "import": "memstrata.cli.imports:import_command",
     "mcp": "memstrata.cli.mcp:mcp_command",
     "memory": "memstrata.cli.memory:memory_group",

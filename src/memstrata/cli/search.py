@@ -13,7 +13,8 @@ from memstrata.config import Config
 from memstrata.errors import MemstrataError, StorageError
 from memstrata.search.read import MAX_WINDOW
 from memstrata.search.recall import MAX_LIMIT, session_search
-from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
+from memstrata.store.contract import SessionStoreContract
+from memstrata.store.sqlite.store import DB_FILENAME
 from memstrata.tools.session_search import parse_time
 
 
@@ -24,7 +25,7 @@ def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | 
         raise click.BadParameter(str(exc), param_hint=f"--{name}") from None
 
 
-def _open(config: Config) -> SessionStore:
+def _open(config: Config) -> SessionStoreContract:
     try:
         return open_store(config)
     except StorageError:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,8 +24,8 @@ from memstrata.cli.common import (
 )
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
+from memstrata.fileio import open_private_output, refuse_symlink
 from memstrata.ops.forget import resolve_session
-from memstrata.store.sqlite.store import SessionStore
 from memstrata.tools.session_search import parse_time
 
 
@@ -161,7 +163,9 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         _print_session(current, info, messages[current])
 
 
-def _print_session(sid: str, info: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+def _print_session(
+    sid: str, info: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
+) -> None:
     click.echo(f"{sid}  {info['title'] or ''}".rstrip())
     click.echo(
         f"source={info['source']} model={info['model'] or '-'} "
@@ -301,6 +305,8 @@ def sessions_export(
         memstrata sessions export --format markdown -o sessions.md
         memstrata sessions export "Kyoto trip" --format jsonl > kyoto.jsonl
     """
+    if output is not None:
+        refuse_symlink(output, "an export")
     if output is not None and output.exists() and not overwrite:
         raise click.ClickException(
             f"{output} already exists. Choose another --output file, or pass --overwrite "
@@ -318,7 +324,16 @@ def sessions_export(
                 for member in store.get_lineage_ids(resolve_session(store, ref)):
                     if member not in ids:
                         ids.append(member)
-        handle: TextIO = output.open("w", encoding="utf-8", newline="\n") if output else sys.stdout
+        handle: TextIO = (
+            os.fdopen(
+                open_private_output(output, overwrite=overwrite),
+                "w",
+                encoding="utf-8",
+                newline="\n",
+            )
+            if output
+            else sys.stdout
+        )
         try:
             with progress_bar() as bar:
                 task = bar.add_task("exporting", total=None)
@@ -478,11 +493,6 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
             "minilm` (offline) or `openai` (llm.embedding_model); see `memstrata help recall`."
         )
     with open_store(config) as store:
-        if not isinstance(store, SessionStore):
-            raise click.ClickException(
-                "Vectors are kept in the SQLite store only; hybrid recall is not available "
-                "with store.dsn (PostgreSQL)."
-            )
         pending = pending_count(store, embedder.name)
         total = pending if limit is None else min(limit, pending)
         with progress_bar() as bar:

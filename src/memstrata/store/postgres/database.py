@@ -13,7 +13,6 @@ The twin of :mod:`memstrata.store.sqlite.database` for SQLite:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError, StorageError
+from memstrata.scanner.redaction import redact_dsn, redact_text
 from memstrata.store.postgres import schema
 
 Durability = Literal["normal", "full"]
@@ -37,8 +37,7 @@ SYNCHRONOUS_COMMIT: dict[str, str] = {"normal": "off", "full": "on"}
 
 def redact(dsn: str) -> str:
     """The DSN with its password hidden, for error messages and logs."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+    return redact_dsn(dsn)
 
 
 # A server that answers does so in milliseconds; one that does not should not keep a
@@ -182,6 +181,7 @@ class Database:
             ) from exc
         except psycopg.OperationalError as exc:
             raise StorageError(
-                f"PostgreSQL failed: {exc}. Check that the server at {self.dsn} is up; "
+                f"PostgreSQL failed: {redact_text(str(exc))}. Check that the server at "
+                f"{self.dsn} is up; "
                 "the transaction was rolled back, so retrying is safe."
             ) from exc
