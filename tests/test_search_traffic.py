@@ -75,3 +75,19 @@ def test_the_cli_flag_includes_it(memstrata_home: Path) -> None:
         cli, ["sessions", "search", "nginx deadlock", "--include-tool-traffic", "--json"]
     )
     assert {h["session_id"] for h in json.loads(flagged.output)} == {"found", "searching"}
+
+
+def test_forget_deletes_search_traffic_quoting_the_text(store: Any) -> None:
+    """Hidden from recall is not hidden from forget: the quote must go too."""
+    from memstrata.ops.forget import forget, plan_forget
+
+    seed(store)
+    plan = plan_forget(store, query='"worker_connections to 4096"')
+    forget(store, plan)
+    left = [
+        m
+        for sid in ("found", "searching")
+        for m in store.get_messages(sid, include_inactive=True)
+        if "4096" in str(m["content"]) or "4096" in json.dumps(m.get("tool_calls") or [])
+    ]
+    assert left == []
