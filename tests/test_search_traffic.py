@@ -91,3 +91,17 @@ def test_forget_deletes_search_traffic_quoting_the_text(store: Any) -> None:
         if "4096" in str(m["content"]) or "4096" in json.dumps(m.get("tool_calls") or [])
     ]
     assert left == []
+
+
+def test_the_hermes_tool_name_is_hidden_too(store: Any) -> None:
+    store.create_session("h", started_at=1.0)
+    store.append_message(
+        "h",
+        "tool",
+        json.dumps({"results": [{"snippet": "quokka habitat notes"}]}),
+        tool_call_id="c1",
+        tool_name="memstrata_session_search",
+        timestamp=2.0,
+    )
+    assert store.search_messages("quokka habitat") == []
+    assert len(store.search_messages("quokka habitat", include_tool_traffic=True)) == 1

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from memstrata.errors import SessionStoreError
 
-# Recall's own traffic, kept in the transcript but out of recall and listings.
-HIDDEN_TOOLS: tuple[str, ...] = ("session_search",)
+# Recall's own traffic, kept in the transcript but out of recall and listings (the
+# Hermes integration names the tool memstrata_session_search beside Hermes' own).
+HIDDEN_TOOLS: tuple[str, ...] = ("session_search", "memstrata_session_search")
 
 
 def tool_call_pattern(name: str) -> str:
