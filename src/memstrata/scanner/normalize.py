@@ -212,6 +212,7 @@ _ROT13 = bytes.maketrans(
 _BASE64_RX = re.compile(r"(?<![\w+/])[A-Za-z0-9+/]{16,}={0,2}(?![\w+/=])")
 _COMMON_WORDS = (" the ", " and ", " to ", " you ", " all ", " your ", " of ", " is ", " this ")
 _SMALL = 4096
+_BLANK_RUNS_RX = re.compile(r"[^\S\n]{3,}")
 _MAX_BLOBS = 32
 _MAX_BLOB_CHARS = 65_536
 
@@ -229,22 +230,23 @@ def _join_spelled(m: re.Match[str]) -> str:
     return _SPELL_SEP_RX.sub("", m.group())
 
 
-def decoded_views(raw: str, folded: str) -> list[tuple[str, str]]:
-    """``(name, text)`` for every decoding of ``raw`` worth scanning, ``folded`` being its
-    :func:`skeleton`. Only views that differ from ``folded`` are returned."""
+def decoded_views(raw: str, normal: str) -> list[tuple[str, str]]:
+    """``(name, text)`` for every decoding of ``raw`` worth scanning, ``normal`` being its
+    :func:`skeleton`. Only views that differ from ``normal`` are returned."""
     views: list[tuple[str, str]] = []
-    small = len(folded) <= _SMALL
-    if _SPELLED_HINT_RX.search(folded):
-        spelled = _SPELLED_SPACE_RX.sub(_join_spelled, _SPELLED_MARK_RX.sub(_join_spelled, folded))
-        spelled = _SPACES_RX.sub(" ", spelled)
-        views.append(("spelled-out letters", spelled))
-    if _LEET_HINT_RX.search(folded):
-        views.append(("leetspeak", _translate_ascii(folded, _LEET)))
-    base = _english_score(folded)
-    rot = _translate_ascii(folded, _ROT13)
+    # Runs of blanks carry nothing but the spelled-out word breaks; fold them first.
+    compact = _BLANK_RUNS_RX.sub("  ", normal) if "   " in normal else normal
+    small = len(compact) <= _SMALL
+    if _SPELLED_HINT_RX.search(compact):
+        spelled = _SPELLED_SPACE_RX.sub(_join_spelled, _SPELLED_MARK_RX.sub(_join_spelled, compact))
+        views.append(("spelled-out letters", _SPACES_RX.sub(" ", spelled)))
+    if _LEET_HINT_RX.search(compact):
+        views.append(("leetspeak", _translate_ascii(compact, _LEET)))
+    base = _english_score(compact)
+    rot = _translate_ascii(compact, _ROT13)
     if small or _english_score(rot) > base:
         views.append(("ROT13", rot))
-    backwards = folded[::-1]
+    backwards = compact[::-1]
     if small or _english_score(backwards) > base:
         views.append(("reversed text", backwards))
     decoded = _base64_payloads(raw)
