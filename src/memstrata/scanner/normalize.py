@@ -38,6 +38,7 @@ from importlib import resources
 
 __all__ = [
     "decoded_views",
+    "fold_char",
     "ignorable_pattern",
     "skeleton",
 ]
@@ -147,6 +148,8 @@ def _confusable_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern[str
     return always, mixed, re.compile(_class(sorted(always)) + "+")
 
 
+# Dash punctuation (U+2010 hyphen, U+2011 non-breaking hyphen, en and em dashes, minus).
+_DASH_RX = re.compile("[\u2010-\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
 _MIXED_WORD_RX = re.compile(r"\w*(?:[a-z][\u0370-\u052f]|[\u0370-\u052f][a-z])\w*")
 _TLDS = r"com|net|org|io|ru|cn|de|fr|es|jp|uk|co|me|xyz|info|biz|app|dev|top|site|online|email"
 _AT_WORD = r"at|arroba|arobase|собака|アット|艾特"
@@ -185,12 +188,22 @@ def skeleton(text: str) -> str:
             text = unicodedata.normalize("NFC", stripped) if stripped != decomposed else text
     text = text.casefold()
     if not text.isascii():
+        text = _DASH_RX.sub("-", text)
         always, mixed, always_rx = _confusable_tables()
         text = always_rx.sub(lambda m: m.group().translate(always), text)
         if not text.isascii():
             text = _MIXED_WORD_RX.sub(lambda m: m.group().translate(mixed), text)
     if _AT_HINT_RX.search(text):
         text = _ADDRESS_RX.sub(_rewrite_address, text)
+    return text
+
+
+def fold_char(char: str) -> str:
+    """What one character reads as after normalisation, Greek and Cyrillic included."""
+    text = skeleton(char)
+    if len(text) == 1 and not text.isascii():
+        _, mixed, _ = _confusable_tables()
+        text = text.translate(mixed)
     return text
 
 
