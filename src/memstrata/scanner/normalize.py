@@ -155,6 +155,7 @@ _TLDS = r"com|net|org|io|ru|cn|de|fr|es|jp|uk|co|me|xyz|info|biz|app|dev|top|sit
 _AT_WORD = r"at|arroba|arobase|собака|アット|艾特"
 _DOT_WORD = r"dot|punto|point|punkt|точка|ドット|点"
 _AT_HINT_RX = re.compile(rf"(?:\b|[\[({{<])(?:{_AT_WORD})(?:\b|[\])}}>])")
+_DOT_HINT_RX = re.compile(rf"(?:\b|[\[({{<])(?:{_DOT_WORD})(?:\b|[\])}}>])")
 _ADDRESS_RX = re.compile(
     rf"(?<![\w.+-])([\w.+-]{{1,64}}) ?[\[({{<]? ?(?:{_AT_WORD}) ?[\])}}>]? ?([\w-]{{1,63}})"
     rf"((?: ?[\[({{<]? ?(?:{_DOT_WORD}) ?[\])}}>]? ?[\w-]{{1,63}}){{0,3}})"
@@ -193,7 +194,7 @@ def skeleton(text: str) -> str:
         text = always_rx.sub(lambda m: m.group().translate(always), text)
         if not text.isascii():
             text = _MIXED_WORD_RX.sub(lambda m: m.group().translate(mixed), text)
-    if _AT_HINT_RX.search(text):
+    if _AT_HINT_RX.search(text) and _DOT_HINT_RX.search(text):
         text = _ADDRESS_RX.sub(_rewrite_address, text)
     return text
 

@@ -437,9 +437,9 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "identity_override_multilingual",
         "context",
         "gives the model a new identity or tells it to deny being an AI",
-        "now never don't not deny deni human person признава ты 你不再是 从现在起你是 你现在是 承认 aiであること aiだと あなたの eres nombre nunca n'es nom jamais du dein gib",
+        "now admit reveal mention disclos let deny deni human person признава ты 你不再是 从现在起你是 你现在是 承认 aiであること aiだと あなたの eres nombre nunca n'es nom jamais du dein gib",
         r"\bfrom now on,? you(?: are|'re) (?!going|able|allowed|free to)\w+",
-        r"\b(?:never|don't|do not|must not)(?: ever)? (?:admit|reveal|say|mention|disclose|let on)"
+        r"\b(?:never|don't|do not|must not)(?: ever)? (?:admit|reveal|mention|disclose|let on)"
         r"\w*(?: \w+){0,4} (?:you(?:'re| are) an? (?:ai|bot|model|assistant|llm)|being an? (?:ai|bot"
         r"|model|llm)|otherwise)\b",
         r"\b(?:deny|denies|denying) (?:being|that you are) an? (?:ai|bot|model|assistant|llm)\b",
