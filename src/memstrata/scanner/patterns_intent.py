@@ -256,9 +256,11 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         rf"{_g(20)}(?:anterior|previa|previo|de arriba|del sistema|original)",
         rf"(?:\bignora|\bolvida|\bdescarta|\bomite)\w*{_g(20)}(?:todas|las|los)? ?(?:anterior|previa"
         rf"|previo)s? (?:instruccion|indicacion|regla|orden)",
-        rf"(?:\bignore[zs]?|\boublie[zs]?|\bfais abstraction)\b{_g(40)}"
-        rf"(?:instructions|consignes|regles|directives|ordres)\b{_g(20)}"
-        rf"(?:precedent|anterieur|ci-dessus|du dessus|initial|systeme)",
+        # French shares "ignore" with English: a French article must follow, so English
+        # text full of "ignore" costs a few steps per word here.
+        r"\b(?:ignore[zs]?|oublie[zs]?|fais abstraction de)\b (?:\w+ ){0,2}(?:les|tes|vos|des)"
+        r" (?:\w+ ){0,2}(?:instructions|consignes|regles|directives|ordres)\b[ ,]{0,2}(?:\w+ ){0,2}"
+        r"(?:precedent|anterieur|ci-dessus|du dessus|initia|systeme)",
         rf"(?:\bignorier|\bvergiss|\bmissacht)\w*{_g(40)}(?:vorherig|bisherig|frueher|fruher"
         rf"|obig|alle|ursprunglich|system)\w*{_g(20)}(?:anweisung|instruktion|regel|befehl"
         rf"|vorgabe|prompt)",
