@@ -162,6 +162,7 @@ class _Rule:
     def __call__(self, text: str) -> bool:
         rx = _compile(self.source)
         excuse = _compile(self.excuse) if self.excuse else None
+        excused = 0
         for lo, hi in _windows(text, self.anchors):
             for m in rx.finditer(text, lo, hi):
                 if excuse is None:
@@ -169,12 +170,16 @@ class _Rule:
                 start, end = sentence_span(text, m.start(), m.end())
                 if not excuse.search(text, start, end):
                     return True
+                excused += 1
+                if excused >= _MAX_EXCUSED:
+                    return True  # hundreds of excused matches: no note, refuse
         return False
 
 
 # Longer than any match of a rule (a sentence of at most a few hundred characters on
 # each side of its anchor).
 _REACH = 1_200
+_MAX_EXCUSED = 256
 _MAX_WINDOWS = 2_000
 
 
