@@ -402,5 +402,5 @@ def test_an_unreachable_dsn_is_a_clear_error(
     """A DSN that cannot be reached fails the command with the reason, not a traceback."""
     monkeypatch.setenv("MEMSTRATA_STORE__DSN", "postgresql://127.0.0.1:1/test")
     code, out = _cli("list")
-    assert code == 1 and "Cannot connect to PostgreSQL at 127.0.0.1:1/test" in out, out
+    assert code == 1 and "Cannot connect to PostgreSQL at postgresql://127.0.0.1:1/test" in out, out
     assert not (memstrata_home / "memories").exists()
