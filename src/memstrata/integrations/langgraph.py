@@ -52,7 +52,7 @@ from langgraph.store.base import (
 
 from memstrata.config import Config
 from memstrata.errors import SessionStoreError
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 
 SOURCE: Final = "langgraph"
 ROLE: Final = "memory"
@@ -155,8 +155,7 @@ def matches(actual: Any, wanted: Any) -> bool:
             unknown = sorted(set(operators) - set(_OPERATORS))
             if unknown:
                 raise SessionStoreError(
-                    f"Unknown filter operator(s) {', '.join(unknown)}; use "
-                    f"{', '.join(_OPERATORS)}."
+                    f"Unknown filter operator(s) {', '.join(unknown)}; use {', '.join(_OPERATORS)}."
                 )
             return all(_compare(actual, op, wanted[op]) for op in operators)
         if not isinstance(actual, Mapping):
@@ -195,13 +194,15 @@ class MemstrataStore(BaseStore):
 
     supports_ttl: bool = False
 
-    def __init__(self, store: SessionStore | None = None, *, config: Config | None = None) -> None:
+    def __init__(
+        self, store: SessionStoreContract | None = None, *, config: Config | None = None
+    ) -> None:
         self._owns = store is None
         if store is None:
             from memstrata.backends import open_store
 
             store = open_store(config)
-        self.store = store
+        self.store: SessionStoreContract = store
         self._lock = threading.RLock()
 
     def close(self) -> None:
