@@ -57,8 +57,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTRATA_", "PYTHON"))}
+
+
 def _hermes(python: Path, hermes_home: Path, script: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSTRATA_", "PYTHON"))}
+    env = _clean_env()
     env["HERMES_HOME"] = str(hermes_home)
     done = subprocess.run(
         [str(python), str(script)],
@@ -83,8 +87,21 @@ def test_hermes_loads_and_drives_the_provider(hermes_python: Path, tmp_path: Pat
     assert installed.returncode == 0, installed.stderr
     assert "Installed" in installed.stdout
 
+    selected = subprocess.run(
+        [str(hermes_python.parent / "hermes"), "config", "set", "memory.provider", "memstrata"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**_clean_env(), "HERMES_HOME": str(hermes_home)},
+        cwd=hermes_home,
+        stdin=subprocess.DEVNULL,
+    )
+    assert selected.returncode == 0, selected.stderr
+
     out = _hermes(hermes_python, hermes_home, WORKER)
 
+    assert out["active"] == "memstrata"  # what `hermes config set` wrote, as Hermes reads it
     listed = {name: available for name, _, available in out["discovered"]}
     assert listed.get("memstrata") is True
     assert out["loaded"] == "MemstrataMemoryProvider"
@@ -97,6 +114,11 @@ def test_hermes_loads_and_drives_the_provider(hermes_python: Path, tmp_path: Pat
         "memstrata_session_search",
     ]
     assert "memstrata_session_search" in out["system_prompt"]
+    assert out["config_schema"] == ["home", "import_state_db", "recall_sessions"]
+    # import_state_db: the session Hermes recorded before the provider existed is found.
+    legacy = out["search_legacy"]
+    assert legacy["results"][0]["session_id"] == "hermes-s-legacy", legacy
+    assert "VPN" in legacy["results"][0]["snippet"]
     assert out["flushed_first"] and out["flushed_boundary"]
     # A later session's prefetch recalls what was said in the first one.
     assert "Frankfurt" in out["prefetch"]
@@ -231,3 +253,31 @@ def test_provider_class_outside_hermes_says_what_to_install() -> None:
         pytest.skip("a module named 'agent' is importable here")
     with pytest.raises(ConfigError, match="pip install hermes-agent"):
         plugin.provider_class()
+
+
+def test_lineage_delegation_and_subagents(tmp_path: Path) -> None:
+    """A compression continuation keeps lineage (recall pools both halves and leaves the
+    live conversation out); a delegation is recorded as a delegate session; a sub-agent's
+    provider recalls but never writes."""
+    provider = HermesMemstrataProvider()
+    provider.initialize("root", hermes_home=str(tmp_path))
+    provider.sync_turn("The build cache lives on bucket ci-cache-7.", "Noted.", session_id="root")
+    provider.on_session_switch("cont", parent_session_id="root", reason="compression")
+    assert provider.store.get_lineage_root("cont") == "root"
+    # The continuation's own lineage is the live context: not recalled into it.
+    assert provider.prefetch("where is the build cache bucket", session_id="cont") == ""
+    assert provider.on_pre_compress([]) == ""
+    provider.on_delegation("Count the open tickets", "There are 12.", child_session_id="kid")
+    kid = provider.store.get_session("kid")
+    assert kid is not None and kid["parent_session_id"] == "cont"
+    assert kid["lineage_kind"] == "delegate"
+    provider.shutdown()
+
+    sub = HermesMemstrataProvider()
+    sub.initialize("sub", hermes_home=str(tmp_path), agent_context="subagent")
+    sub.sync_turn("remember that I am a subagent", "ok", session_id="sub")
+    assert sub.store.get_session("sub") is None
+    refused = json.loads(sub.handle_tool_call("memstrata_remember", {"content": "x y z"}))
+    assert refused["success"] is False and "primary agent" in refused["error"]
+    assert "ci-cache-7" in sub.prefetch("which bucket holds the build cache", session_id="sub")
+    sub.shutdown()
