@@ -1,7 +1,7 @@
 """The Hermes Agent provider, against the real ``hermes-agent==0.19.0`` from PyPI.
 
 Hermes runs in its own virtual environment (scripts/hermes_venv.py: cached per machine,
-or ``MEMSTRATA_HERMES_PYTHON``). ``MEMSTRATA_TEST_HERMES=1`` (set by ``.ci/run``) builds
+or ``MEMSTRATA_TEST_HERMES_PYTHON``). ``MEMSTRATA_TEST_HERMES=1`` (set by ``.ci/run``) builds
 it when missing and makes the test required; elsewhere it is skipped with the reason
 when no Hermes environment exists. The plugin is written by the real console script,
 and Hermes' own loader and MemoryManager drive the provider (tests/workers/).
