@@ -22,6 +22,7 @@ import pytest
 from memstrata.errors import ConfigError
 from memstrata.integrations.hermes import plugin
 from memstrata.integrations.hermes.provider import HermesMemstrataProvider, read_settings
+from memstrata.testing import FakeLLMServer
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "workers" / "hermes_conversation.py"
@@ -281,3 +282,30 @@ def test_lineage_delegation_and_subagents(tmp_path: Path) -> None:
     assert refused["success"] is False and "primary agent" in refused["error"]
     assert "ci-cache-7" in sub.prefetch("which bucket holds the build cache", session_id="sub")
     sub.shutdown()
+
+
+def test_session_search_summaries_are_cached(tmp_path: Path, server: FakeLLMServer) -> None:
+    """With a summary model in the memstrata home's config.toml, the provider's
+    memstrata_session_search answers with a query-focused summary (the fake model's),
+    and asking again is served from the cache without a model call."""
+    home = tmp_path / "memstrata"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f'[llm]\nbase_url = "{server.base_url}"\nmodel = "fake-summary"\napi_key = "test"\n'
+        "max_retries = 0\n",
+        encoding="utf-8",
+    )
+    server.set_default("Summary: the staging database moved to Frankfurt.")
+    provider = HermesMemstrataProvider()
+    provider.initialize("a", hermes_home=str(tmp_path))
+    provider.sync_turn("Staging DB moved to Frankfurt.", "Noted.", session_id="a")
+    provider.on_session_switch("b", parent_session_id="a", reset=True)
+    ask = {"query": "where is the staging database now"}
+    first = json.loads(provider.handle_tool_call("memstrata_session_search", ask))
+    calls = len(server.chat_requests)
+    second = json.loads(provider.handle_tool_call("memstrata_session_search", ask))
+    provider.shutdown()
+    assert calls >= 1
+    assert first["results"][0]["summary"] == "Summary: the staging database moved to Frankfurt."
+    assert second["results"][0]["summary"] == first["results"][0]["summary"]
+    assert len(server.chat_requests) == calls
