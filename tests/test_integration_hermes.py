@@ -115,7 +115,7 @@ def test_hermes_loads_and_drives_the_provider(hermes_python: Path, tmp_path: Pat
         "memstrata_session_search",
     ]
     assert "memstrata_session_search" in out["system_prompt"]
-    assert out["config_schema"] == ["home", "import_state_db", "recall_sessions"]
+    assert out["config_schema"] == ["home", "import_state_db", "scope", "recall_sessions"]
     # import_state_db: the session Hermes recorded before the provider existed is found.
     legacy = out["search_legacy"]
     assert legacy["results"][0]["session_id"] == "hermes-s-legacy", legacy
@@ -203,13 +203,15 @@ def test_settings_are_validated_and_saved(tmp_path: Path) -> None:
     """save_config writes memstrata.json; a bad value or key says what to do."""
     provider = HermesMemstrataProvider()
     fields = {f["key"] for f in provider.get_config_schema()}
-    assert fields == {"home", "import_state_db", "recall_sessions"}
+    assert fields == {"home", "import_state_db", "scope", "recall_sessions"}
     provider.save_config({"recall_sessions": "3", "home": "data"}, str(tmp_path))
     assert read_settings(tmp_path)["recall_sessions"] == "3"
     with pytest.raises(ConfigError, match="recall_sessions must be 0 to 5"):
         provider.save_config({"recall_sessions": "9"}, str(tmp_path))
     with pytest.raises(ConfigError, match="Unknown memstrata setting"):
         provider.save_config({"api_key": "x"}, str(tmp_path))
+    with pytest.raises(ConfigError, match="scope must be shared or per-user"):
+        provider.save_config({"scope": "everyone"}, str(tmp_path))
     with pytest.raises(ConfigError, match="true or false"):
         provider.save_config({"import_state_db": "maybe"}, str(tmp_path))
     (tmp_path / "memstrata.json").write_text("{nope")
@@ -309,3 +311,34 @@ def test_session_search_summaries_are_cached(tmp_path: Path, server: FakeLLMServ
     assert first["results"][0]["summary"] == "Summary: the staging database moved to Frankfurt."
     assert second["results"][0]["summary"] == first["results"][0]["summary"]
     assert len(server.chat_requests) == calls
+
+
+@pytest.mark.parametrize("scope", ["shared", "per-user"])
+def test_gateway_users_are_kept_apart_with_per_user_scope(tmp_path: Path, scope: str) -> None:
+    """scope = per-user: a gateway user's turns and facts are never recalled for another
+    user (each gets a folder named by a digest of the id, so "../x" cannot escape);
+    shared keeps Hermes' own one-memory model."""
+    HermesMemstrataProvider().save_config({"scope": scope}, tmp_path)
+
+    def user(uid: str) -> HermesMemstrataProvider:
+        provider = HermesMemstrataProvider()
+        provider.initialize(f"s-{len(uid)}", hermes_home=str(tmp_path), user_id=uid)
+        return provider
+
+    alice = user("alice")
+    alice.sync_turn("My bank PIN hint is the harbour lighthouse.", "Noted.", session_id="s-5")
+    alice.handle_tool_call("memstrata_remember", {"content": "Alice's locker code is 4471"})
+    alice.shutdown()
+    mallory = user("../alice")
+    recalled = mallory.prefetch("what is the lighthouse PIN hint and locker code", session_id="x")
+    found = json.loads(mallory.handle_tool_call("memstrata_session_search", {"query": "PIN hint"}))
+    facts = json.loads(mallory.handle_tool_call("memstrata_facts", {"query": "locker code"}))
+    assert mallory.home is not None
+    mallory.shutdown()
+    if scope == "per-user":
+        assert recalled == ""
+        assert found["results"] == [] and facts["facts"] == []
+        assert mallory.home.parent == tmp_path / "memstrata" / "users"
+    else:
+        assert "lighthouse" in recalled and "4471" in recalled
+        assert found["results"][0]["session_id"] == "s-5"
