@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -30,6 +31,16 @@ OPENAI = DATA / "openai_conversations.jsonl"
 HERMES_PYTHON = os.environ.get("MEMSTRATA_TEST_HERMES_PYTHON") or os.environ.get(
     "MEMSTRATA_HERMES_PYTHON"
 )
+if not HERMES_PYTHON:
+    # The Hermes environment the integration tests cache (scripts/hermes_venv.py), if built.
+    _spec = importlib.util.spec_from_file_location(
+        "hermes_venv", Path(__file__).resolve().parent.parent / "scripts" / "hermes_venv.py"
+    )
+    assert _spec is not None and _spec.loader is not None
+    _venv = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_venv)
+    _found = _venv.find_python()
+    HERMES_PYTHON = str(_found) if _found else None
 
 
 @pytest.fixture
