@@ -40,6 +40,16 @@ def _probe_postgres() -> str | None:
     return None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With MEMSTRATA_TEST_HERMES=1 (CI), build the cached Hermes Agent environment
+    before collection, so every Hermes test finds it (scripts/hermes_venv.py)."""
+    if os.environ.get("MEMSTRATA_TEST_HERMES") != "1":
+        return
+    from helpers import hermes_venv
+
+    hermes_venv().ensure_python()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     marked = [item for item in items if item.get_closest_marker("postgres") is not None]
     if not marked or PG_REQUIRED:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import hermes_venv
 from memstrata.cli import cli
 from memstrata.errors import ImportDataError
 from memstrata.memory.files import FileMemory
@@ -33,13 +33,7 @@ HERMES_PYTHON = os.environ.get("MEMSTRATA_TEST_HERMES_PYTHON") or os.environ.get
 )
 if not HERMES_PYTHON:
     # The Hermes environment the integration tests cache (scripts/hermes_venv.py), if built.
-    _spec = importlib.util.spec_from_file_location(
-        "hermes_venv", Path(__file__).resolve().parent.parent / "scripts" / "hermes_venv.py"
-    )
-    assert _spec is not None and _spec.loader is not None
-    _venv = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_venv)
-    _found = _venv.find_python()
+    _found = hermes_venv().find_python()
     HERMES_PYTHON = str(_found) if _found else None
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from helpers import hermes_venv
 from memstrata.errors import ConfigError
 from memstrata.integrations.hermes import plugin
 from memstrata.integrations.hermes.provider import HermesMemstrataProvider, read_settings
@@ -29,18 +30,10 @@ WORKER = Path(__file__).resolve().parent / "workers" / "hermes_conversation.py"
 MEMSTRATA = Path(sys.executable).parent / "memstrata"
 
 
-def _hermes_venv() -> Any:
-    spec = importlib.util.spec_from_file_location("hermes_venv", ROOT / "scripts/hermes_venv.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
 def hermes_python() -> Path:
     """Hermes' interpreter (built when MEMSTRATA_TEST_HERMES=1 and missing)."""
-    venv = _hermes_venv()
+    venv = hermes_venv()
     if os.environ.get("MEMSTRATA_TEST_HERMES") == "1":
         return Path(venv.ensure_python())
     found = venv.find_python()
