@@ -25,7 +25,6 @@ from memstrata.integrations.hermes import plugin
 from memstrata.integrations.hermes.provider import HermesMemstrataProvider, read_settings
 from memstrata.testing import FakeLLMServer
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "workers" / "hermes_conversation.py"
 MEMSTRATA = Path(sys.executable).parent / "memstrata"
 
