@@ -71,7 +71,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for reason in _pg_unavailable:
         terminalreporter.write_line(
             f"PostgreSQL tests skipped: {reason}. Point MEMSTRATA_TEST_PG_DSN at a server "
-            "(see README, Tests) or set MEMSTRATA_TEST_PG_REQUIRED=1 to fail instead."
+            "(the README says how) or set MEMSTRATA_TEST_PG_REQUIRED=1 to fail instead."
         )
 
 

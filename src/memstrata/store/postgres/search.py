@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from memstrata.query.compile import CompiledQuery, Node, Term
-from memstrata.query.filters import Filters
+from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
 from memstrata.store.postgres.codec import sqlite_form
@@ -189,6 +189,13 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     if filters.exclude_session_ids:
         clauses.append("NOT (m.session_id = ANY(%s))")
         params.append(list(filters.exclude_session_ids))
+    for tool in filters.hidden_tools:
+        clauses.append("(m.tool_name IS NULL OR m.tool_name <> %s)")
+        clauses.append(
+            "NOT (m.tool_calls IS NOT NULL AND coalesce(m.content, '') = '' "
+            "AND strpos(m.tool_calls, %s) > 0)"
+        )
+        params.extend([tool, tool_call_pattern(tool)])
     if filters.hide_live:
         # The live rows of the current conversation are in the model's context already.
         clauses.append("NOT (m.active = 1 AND m.session_id = ANY(%s))")

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Index, Node, Term
-from memstrata.query.filters import Filters
+from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
 from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF
@@ -72,6 +72,13 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
             marks = ", ".join("?" for _ in values)
             clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
             params.extend(values)
+    for tool in filters.hidden_tools:
+        clauses.append("(m.tool_name IS NULL OR m.tool_name <> ?)")
+        clauses.append(
+            "NOT (m.tool_calls IS NOT NULL AND coalesce(m.content, '') = '' "
+            "AND instr(m.tool_calls, ?) > 0)"
+        )
+        params.extend([tool, tool_call_pattern(tool)])
     if filters.hide_live:
         # The live rows of the current conversation are in the model's context already.
         marks = ", ".join("?" for _ in filters.hide_live)
