@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import record
 from memstrata.cli import cli
 from memstrata.config import Config
 from memstrata.errors import ProviderError
@@ -320,6 +321,7 @@ def test_a_plugin_losing_its_name_is_never_imported(
     assert any("b_taken" in p for p in problems) and any("d_second" in p for p in problems)
     assert not any("e_free" in p for p in problems)
     sys.modules.pop("memstrata_taken_ep", None)
+    record(kind="attack", category="Plugins losing a name clash (never run)", tried=3, stopped=3)
 
 
 def test_declared_names_are_read_without_running_the_plugin(tmp_path: Path) -> None:
@@ -364,6 +366,7 @@ def test_plugins_in_a_home_writable_by_others_are_not_loaded(
     unsafe = [f for f in findings if f["code"] == "plugin_unsafe"]
     assert unsafe and unsafe[0]["severity"] == "error"
     assert unsafe[0]["fix"] == f"chmod go-w {target}"
+    record(kind="attack", category="Plugins in a home writable by others", tried=1, stopped=1)
     target.chmod(target.stat().st_mode & ~0o022)
     assert load_provider("toyname", Config.load()).prefetch("q", session_id="s") == "user recalls q"
     assert marker.exists()

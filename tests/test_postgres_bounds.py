@@ -18,7 +18,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
-from helpers import drop_namespace  # noqa: E402
+from helpers import drop_namespace, record  # noqa: E402
 from memstrata.errors import SessionStoreError  # noqa: E402
 from memstrata.query.compile import compile_query  # noqa: E402
 from memstrata.search.recall import session_search  # noqa: E402
@@ -107,6 +107,7 @@ def test_pathological_queries_reach_sql_capped(
         timeouts = [p for s, p in spy.statements if "set_config('statement_timeout'" in s]
         assert (f"{SEARCH_TIMEOUT_MS}ms",) in timeouts
         monkeypatch.undo()
+    record(kind="attack", category="Pathological PostgreSQL queries bounded", tried=2, stopped=2)
 
 
 def test_bounded_natural_query_keeps_its_longest_terms() -> None:
