@@ -263,7 +263,7 @@ class Config:
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(
                     f"Cannot read {path}: {exc}. Fix the TOML syntax, or move the file "
-                    "aside to run on the defaults (see docs/configuration.md)."
+                    "aside to run on the defaults (see `memstrata help configuration`)."
                 ) from exc
             for section, table in data.items():
                 if section not in DEFAULTS:

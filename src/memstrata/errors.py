@@ -21,7 +21,8 @@ turn them into model-facing or user-facing text. Every message says what to do n
     │   ├── AmbiguousMatchError     old_text matched several distinct entries
     │   ├── DuplicateEntryError     an added entry says what an existing one says
     │   ├── DriftError              the file was edited outside memstrata; a .bak was written
-    │   └── InvalidMemoryArgument   an empty or malformed argument
+    │   ├── InvalidMemoryArgument   an empty or malformed argument
+    │   └── ConsolidationLimitError the memory tool refused one failed consolidation too many
     ├── SessionStoreError           an L2 session store operation was refused
     │   ├── SessionNotFoundError    no session with that id (or prefix)
     │   ├── AmbiguousSessionError   a prefix matched several sessions
@@ -128,6 +129,13 @@ class DriftError(CuratedMemoryError):
 
 class InvalidMemoryArgument(CuratedMemoryError):
     """An argument of a memory operation is empty or malformed."""
+
+
+class ConsolidationLimitError(CuratedMemoryError):
+    """The memory tool saw too many failed consolidations in one turn.
+
+    Its ``details`` say ``done``: the model should stop retrying and answer the user.
+    """
 
 
 class SessionStoreError(MemstrataError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,6 +17,7 @@ from memstrata.errors import MemstrataError
 if TYPE_CHECKING:
     from memstrata.config import Config
     from memstrata.memory.core import CuratedMemory
+    from memstrata.memory.writes import MemoryWrite
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -79,14 +80,63 @@ def os_error_text(exc: OSError) -> str:
 def open_cli_memory(config: Config) -> CuratedMemory:
     """The curated memory ``store.dsn`` names (files, or PostgreSQL rows), closed with the
     command. Editing the files while agents read PostgreSQL rows would change nothing
-    they see; writes made here are the user's own, so the history names the CLI."""
+    they see; writes made here are the user's own, so the history names the CLI.
+
+    When ``memory.provider`` names an external provider, the writes made by the command
+    are mirrored to it (``on_memory_write``, origin ``cli``) as the command closes. The
+    provider is started only then, and only if something was written: reads and a
+    command without a provider stay as fast as the file access.
+    """
     from memstrata.backends import open_memory
     from memstrata.closing import Closing
 
     memory = open_memory(config, actor="cli")
+    context = click.get_current_context()
+    if str(config.get("memory.provider")).strip():
+        writes: list[MemoryWrite] = []
+        stop = memory.add_write_listener(writes.append)
+        context.call_on_close(lambda: _mirror_cli_writes(config, memory, writes, stop))
     if isinstance(memory, Closing):
-        click.get_current_context().call_on_close(memory.close)
+        context.call_on_close(memory.close)
     return memory
+
+
+def _mirror_cli_writes(
+    config: Config, memory: CuratedMemory, writes: list[MemoryWrite], stop: Callable[[], None]
+) -> None:
+    stop()
+    if not writes:
+        return
+    from memstrata.providers.manager import MemoryManager
+
+    try:
+        manager = MemoryManager.from_config(config, memory=memory)
+    except MemstrataError as exc:
+        click.echo(
+            f"Warning: the write was saved but not mirrored to memory.provider: {exc}",
+            err=True,
+        )
+        return
+    try:
+        manager.initialize_all("cli", platform="cli")
+        for write in writes:
+            manager.notify_memory_write(
+                write.action,
+                write.target,
+                write.content,
+                origin=write.origin,
+                old_text=write.old_text,
+                batch_index=write.batch_index,
+                batch_size=write.batch_size,
+            )
+    finally:
+        report = manager.shutdown_all()
+    if not report.drained:
+        click.echo(
+            "Warning: the memory provider did not take the write within "
+            f"{manager.sync_drain_timeout:g} s; it was saved here but not mirrored.",
+            err=True,
+        )
 
 
 def echo_json(data: Any) -> None:

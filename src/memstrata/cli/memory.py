@@ -24,7 +24,7 @@ from memstrata.memory.core import CuratedMemory
 from memstrata.memory.files import FileMemory, Target, WriteResult
 from memstrata.memory.format import FILE_NAMES
 from memstrata.memory.history import MemoryChange
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 
 if TYPE_CHECKING:
     from memstrata.memory.postgres import PostgresMemory

@@ -219,7 +219,7 @@ def memstrata_tools(
     """
     from agents import FunctionTool
 
-    from memstrata.tools.memory import MemoryTool
+    from memstrata.memory.tool import MemoryTool
     from memstrata.tools.remember import RememberTool
     from memstrata.tools.session_search import SessionSearchTool
     from memstrata.tools.toolbox import Toolbox

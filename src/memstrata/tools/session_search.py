@@ -18,11 +18,11 @@ from typing import Any
 from memstrata.backends import open_store
 from memstrata.config import Config
 from memstrata.errors import ToolArgumentError
+from memstrata.llm.arguments import describe_type, optional_str, shorten
 from memstrata.llm.types import LLMClient
 from memstrata.search.read import DEFAULT_WINDOW, MAX_WINDOW
 from memstrata.search.recall import DEFAULT_LIMIT, MAX_LIMIT, session_search
 from memstrata.store.contract import SessionStoreContract
-from memstrata.tools.toolbox import describe_type, optional_str, shorten
 
 NAME = "session_search"
 

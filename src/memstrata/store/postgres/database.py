@@ -40,6 +40,35 @@ def redact(dsn: str) -> str:
     return redact_dsn(dsn)
 
 
+# A server that answers does so in milliseconds; one that does not should not keep a
+# command waiting: the error comes within about this long (libpq's minimum is 1 s).
+FAIL_FAST_S = 2.0
+
+
+def unreachable(dsn: str, exc: BaseException) -> StorageError:
+    """The one-line error every command prints when the server cannot be reached."""
+    text = " ".join(str(exc).split())
+    # libpq repeats the address ("connection to server at ... failed: X"): keep X.
+    reason = text.rsplit(" failed: ", 1)[-1] if " failed: " in text else text
+    reason = reason.split(" Is the server running")[0].rstrip(". ") or type(exc).__name__
+    return StorageError(
+        f"Cannot connect to PostgreSQL at {redact(dsn)}: {reason}. Start the server or fix "
+        "store.dsn (host, port, user, database); `memstrata help postgres` shows the setup."
+    )
+
+
+def connect(dsn: str, *, timeout: float = FAIL_FAST_S, **kwargs: Any) -> Conn:
+    """One direct connection, or :func:`unreachable`'s error within about ``timeout``.
+
+    A pool retries a refused connection until its own timeout, logging each attempt; a
+    first direct connection fails once, at once, with libpq's reason.
+    """
+    try:
+        return psycopg.connect(dsn, connect_timeout=max(1, round(timeout)), **kwargs)
+    except psycopg.OperationalError as exc:
+        raise unreachable(dsn, exc) from None
+
+
 class Database:
     """A pool of connections to one PostgreSQL database, migrated on open.
 
@@ -56,6 +85,10 @@ class Database:
         self.durability: Durability = durability
         self._local = threading.local()
         self._closed = False
+        # The schema is checked and migrated on one direct connection first, so a
+        # stopped server fails at once with one line instead of a pool's retries.
+        with connect(dsn, timeout=min(connect_timeout, FAIL_FAST_S), autocommit=True) as first:
+            schema.migrate(first)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=1,
@@ -80,12 +113,6 @@ class Database:
                 "Check that the server runs and the DSN (host, port, user, database) is "
                 "right; `psql DSN` should connect."
             ) from exc
-        try:
-            with self._pool.connection() as conn:
-                schema.migrate(conn)
-        except BaseException:
-            self._pool.close()
-            raise
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(
