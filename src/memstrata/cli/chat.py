@@ -280,6 +280,7 @@ def chat_command(
         memstrata chat --title "Trip planning"
     """
     from memstrata.agent.loop import Agent
+    from memstrata.agent.settings import AgentSettings
     from memstrata.llm.settings import client_for
 
     config = Config.load()
@@ -291,14 +292,16 @@ def chat_command(
             "MEMSTRATA_MODEL=..., or run `memstrata config set llm.model MODEL`."
         ) from None
     with _chat_logging(config.home):
-        agent = Agent(
-            client,
-            config=config,
-            title=title,
-            system_message=system_message,
-            cwd=Path.cwd(),
-            context_window=context_window,
-            stream=not no_stream,
+        agent = Agent.from_config(
+            config,
+            client=client,
+            settings=AgentSettings(
+                title=title,
+                system_message=system_message,
+                cwd=Path.cwd(),
+                context_window=context_window,
+                stream=not no_stream,
+            ),
         )
         chat = _Chat(agent)
         try:
