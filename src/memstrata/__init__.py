@@ -8,7 +8,8 @@ The layers and their main types:
   (``MemoryTool``, ``dispatch_tool``, ``Toolbox``), write approval (``PendingWrites``);
 - L1.5 providers: ``MemoryProvider``, ``BuiltinMemoryProvider``, ``MemoryManager``, the
   bundled ``FactsProvider`` over ``FactStore``;
-- L2 sessions: ``SessionStore``, ``search_messages``, ``search_sessions``, ``rank_query``,
+- L2 sessions: ``SessionStore`` (and ``SessionStoreContract``, what every backend keeps),
+  ``search_messages``, ``search_sessions``, ``rank_query``,
   hybrid recall (``Embedder``, ``index_pending``) and ``expand_query``;
 - beyond the seed: ``Curator`` with ``MemoryHistory`` (audit and undo), ``RememberTool``,
   ``forget``, ``run_doctor``, ``import_source`` / ``export_sessions``;
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from memstrata.search.openai_embedder import OpenAIEmbedder
     from memstrata.search.recall import session_search
     from memstrata.store.base import rank_query, search_messages, search_sessions
+    from memstrata.store.contract import SessionStoreContract
     from memstrata.store.postgres import PostgresMemory, PostgresSessionStore
     from memstrata.store.sqlite.store import SessionStore
     from memstrata.tools.remember import RememberTool
@@ -136,6 +138,7 @@ _EXPORTS: dict[str, str] = {
     "RememberTool": "memstrata.tools.remember",
     "SessionSearchTool": "memstrata.tools.session_search",
     "SessionStore": "memstrata.store.sqlite.store",
+    "SessionStoreContract": "memstrata.store.contract",
     "StreamingContextScrubber": "memstrata.prompt.fencing",
     "ThreatFinding": "memstrata.scanner.scan",
     "TokenUsage": "memstrata.llm",
@@ -219,6 +222,7 @@ __all__ = [
     "RememberTool",
     "SessionSearchTool",
     "SessionStore",
+    "SessionStoreContract",
     "StreamingContextScrubber",
     "ThreatFinding",
     "TokenUsage",

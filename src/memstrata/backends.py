@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstrata.config import Config
 from memstrata.errors import ConfigError
+from memstrata.scanner.redaction import redact_dsn
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
@@ -33,7 +34,7 @@ def postgres_dsn(config: Config) -> str | None:
         return None
     if not dsn.startswith(POSTGRES_SCHEMES):
         raise ConfigError(
-            f"store.dsn must start with postgresql:// (got {dsn[:40]!r}); "
+            f"store.dsn must start with postgresql:// (got {redact_dsn(dsn)[:60]!r}); "
             "set it to '' to use the SQLite state.db in the home folder."
         )
     return dsn

@@ -10,6 +10,7 @@ turn them into model-facing or user-facing text. Every message says what to do n
     │   ├── LockTimeoutError        a lock was not acquired in time
     │   ├── AtomicWriteError        writing a file atomically failed (disk full, read-only, ...)
     │   ├── UnreadableFileError     a file exists but cannot be read or decoded; never overwritten
+    │   ├── SymlinkRefusedError     a memory file, export or import path is a symlink; not followed
     │   ├── DatabaseBusyError       SQLite stayed locked past the busy timeout and retries
     │   ├── SchemaError             the database schema is newer than this version or broken
     │   └── IndexError_             a full-text index is missing or inconsistent (fix: reindex)
@@ -72,6 +73,10 @@ class AtomicWriteError(StorageError):
 
 class UnreadableFileError(StorageError):
     """A file exists but cannot be read or decoded; it is refused, never overwritten."""
+
+
+class SymlinkRefusedError(StorageError):
+    """A path memstrata reads or writes is a symlink; it is refused, never followed."""
 
 
 class DatabaseBusyError(StorageError):

@@ -248,7 +248,12 @@ def _turn(agent: Agent, line: str) -> None:
 
 
 @click.command("chat", context_settings=CONTEXT_SETTINGS)
-@click.option("--model", "-m", default=None, help="Model name (default: llm.model).")
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help="Model name (default: llm.model); 'demo' runs a scripted offline demo model.",
+)
 @click.option("--resume", "resume_ref", default=None, help="Continue a session (id or title).")
 @click.option("--title", default=None, help="Title of the new session.")
 @click.option("--system", "system_message", default=None, help="Extra system message.")
@@ -274,22 +279,31 @@ def chat_command(
     endpoint in llm.base_url / OPENAI_BASE_URL with the key in llm.api_key /
     OPENAI_API_KEY. Type /help in the chat for the slash commands.
 
+    --model demo needs no model at all: a scripted offline stand-in (labelled [demo])
+    that saves and reads memories and searches past sessions with the real tools.
+
     \b
     Example:
+        memstrata chat --model demo
         export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 MEMSTRATA_MODEL=qwen2.5
         memstrata chat --title "Trip planning"
     """
     from memstrata.agent.loop import Agent
     from memstrata.agent.settings import AgentSettings
+    from memstrata.llm.demo import DEMO_BANNER, DEMO_MODEL, DemoClient
     from memstrata.llm.settings import client_for
+    from memstrata.llm.types import LLMClient
 
     config = Config.load()
+    client: LLMClient
+    demo = (model or "").strip().lower() == DEMO_MODEL
     try:
-        client = client_for("main", config, model=model)
+        client = DemoClient() if demo else client_for("main", config, model=model)
     except LLMNotConfiguredError as exc:
         raise click.ClickException(
             f"{exc}\nQuick start: export OPENAI_BASE_URL=... OPENAI_API_KEY=... "
-            "MEMSTRATA_MODEL=..., or run `memstrata config set llm.model MODEL`."
+            "MEMSTRATA_MODEL=..., or run `memstrata config set llm.model MODEL`. To try "
+            "memstrata with no model at all: `memstrata chat --model demo`."
         ) from None
     with _chat_logging(config.home):
         agent = Agent.from_config(
@@ -312,6 +326,8 @@ def chat_command(
                 f"memstrata chat - session {agent.session_id}, model {client.model}. "
                 "Type /help for commands, Ctrl-D to leave."
             )
+            if demo:
+                click.secho(DEMO_BANNER, fg="yellow")
             while True:
                 try:
                     line = input(PROMPT)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -248,10 +247,10 @@ def _check_store(config: Config, report: DoctorReport) -> None:
                 )
             )
         if dsn is None:
-            _check_store_file(store.stats(), path, report)
+            _check_store_file(store.stats(), report)
 
 
-def _check_store_file(stats: dict[str, Any], path: Path, report: DoctorReport) -> None:
+def _check_store_file(stats: dict[str, Any], report: DoctorReport) -> None:
     if stats.get("wal_bytes", 0) > WAL_WARNING_BYTES:
         report.findings.append(
             Finding(
@@ -262,15 +261,7 @@ def _check_store_file(stats: dict[str, Any], path: Path, report: DoctorReport) -
                 fix="memstrata sessions optimize",
             )
         )
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return
+    pages, free = int(stats.get("pages", 0)), int(stats.get("free_pages", 0))
     if pages > 256 and free / pages > FREE_SPACE_WARNING:
         report.findings.append(
             Finding(

@@ -123,8 +123,7 @@ def export_memory(memory: CuratedMemory, folder: Path | str) -> list[Path]:
     The entries are read through ``memory`` (so a PostgreSQL-backed memory exports too)
     and written in the same ``\\n§\\n`` format, atomically.
     """
-    target_dir = Path(folder)
-    target_dir.mkdir(parents=True, exist_ok=True)
+    target_dir = fileio.private_dir(Path(folder))
     written = []
     for target in TARGETS:
         path = target_dir / FILE_NAMES[target]

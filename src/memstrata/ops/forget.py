@@ -24,11 +24,13 @@ store without them is still cleaned, with fewer figures in the report).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memstrata.errors import SessionStoreError
+from memstrata.memory.history import ChangeLog
 from memstrata.store.listing import preview_text
 
 if TYPE_CHECKING:
@@ -63,19 +65,25 @@ class ForgetPlan:
     message_ids: list[int] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     conversation_ids: list[str] = field(default_factory=list)
+    memory_changes: list[int] = field(default_factory=list)
+    """Ids of curated-memory history changes holding the query's text (their undos go
+    with them)."""
 
     @property
     def is_empty(self) -> bool:
         """True when nothing was selected."""
-        return not self.session_ids and not self.message_ids
+        return not self.session_ids and not self.message_ids and not self.memory_changes
 
     def describe(self) -> str:
-        """One line: how many sessions and messages would go."""
-        return (
+        """One line: how many sessions, messages and memory history changes would go."""
+        text = (
             f"{len(self.session_ids)} session(s) (with any sub-agent sessions of theirs) "
             f"and {len(self.messages)} message(s), {len(self.message_ids)} of them on "
             "their own"
         )
+        if self.memory_changes:
+            text += f", and {len(self.memory_changes)} memory history change(s)"
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -84,6 +92,7 @@ class ForgetPlan:
             "message_ids": self.message_ids,
             "messages": self.messages,
             "conversation_ids": self.conversation_ids,
+            "memory_changes": self.memory_changes,
         }
 
 
@@ -171,6 +180,7 @@ def plan_forget(
     since: float | None = None,
     until: float | None = None,
     max_messages: int | None = 1000,
+    memory_history: ChangeLog | None = None,
 ) -> ForgetPlan:
     """Work out what to forget; nothing is deleted.
 
@@ -183,6 +193,11 @@ def plan_forget(
     more than ``max_messages`` hits raise :class:`~memstrata.errors.SessionStoreError`
     (None: no limit). ``since``/``until`` without a query: every message timestamped in
     that range. The selectors add up.
+
+    With ``memory_history`` (``memory.history``), a ``query`` also selects every change
+    of curated memory whose bytes before or after hold all of its terms (a quoted
+    phrase is one term; case is ignored): a secret removed from ``MEMORY.md`` with
+    ``memory remove`` still sits in those rows until they are forgotten too.
     """
     if query is not None and not query.strip():
         raise SessionStoreError("The query is blank: give the words to forget.")
@@ -223,30 +238,72 @@ def plan_forget(
         for member in store.get_lineage_ids(sid):
             if member not in conversations:
                 conversations.append(member)
+    changes = (
+        history_changes(memory_history, query)
+        if memory_history is not None and query is not None
+        else []
+    )
     return ForgetPlan(
         session_ids=session_ids,
         message_ids=singles,
         messages=messages,
         conversation_ids=conversations,
+        memory_changes=changes,
     )
+
+
+def history_terms(query: str) -> list[str]:
+    """The terms a memory history change must all hold: quoted phrases, then words."""
+    terms = [p.casefold() for p in re.findall(r'"([^"]+)"', query) if p.strip()]
+    rest = re.sub(r'"[^"]*"', " ", query)
+    terms += [w.casefold() for w in rest.split() if w.upper() not in ("AND", "OR", "NOT")]
+    return terms
+
+
+def history_changes(history: ChangeLog, query: str) -> list[int]:
+    """Ids of the changes in ``history`` whose bytes before or after hold every term of
+    ``query`` (case-insensitive)."""
+    terms = history_terms(query)
+    if not terms:
+        return []
+    found: list[int] = []
+    for change in history.list(limit=2**31 - 1):
+        text = b"\n".join(b for b in (change.before, change.after) if b is not None)
+        folded = text.decode("utf-8", "replace").casefold()
+        if all(term in folded for term in terms):
+            found.append(change.id)
+    return sorted(found)
 
 
 def _counts(store: SessionStoreContract) -> dict[str, int]:
     return dict(store.index_counts())
 
 
-def forget(store: SessionStoreContract, plan: ForgetPlan, *, scrub: bool = True) -> ForgetReport:
+def forget(
+    store: SessionStoreContract,
+    plan: ForgetPlan,
+    *,
+    scrub: bool = True,
+    memory_history: ChangeLog | None = None,
+) -> ForgetReport:
     """Remove what ``plan`` selected from the store, its indexes, vectors and summaries.
 
     With ``scrub`` (the default) deleted content is overwritten in the file and the
     full-text indexes are merged so no old segment keeps a forgotten term: the cost is
     one rewrite of the indexes, seconds on a large store. Sessions or messages that
-    went meanwhile are skipped.
+    went meanwhile are skipped. ``plan.memory_changes`` are deleted from
+    ``memory_history`` (with the undos of them), reported as ``memory_history``.
     """
-    if plan.is_empty:
-        return ForgetReport(
-            sessions=[], messages=0, removed={"sessions": 0, "messages": 0}, scrubbed=False
-        )
+    purged = (
+        memory_history.purge(plan.memory_changes)
+        if (memory_history is not None and plan.memory_changes)
+        else []
+    )
+    if not plan.session_ids and not plan.message_ids:
+        removed_only = {"sessions": 0, "messages": 0}
+        if memory_history is not None and plan.memory_changes:
+            removed_only["memory_history"] = len(purged)
+        return ForgetReport(sessions=[], messages=0, removed=removed_only, scrubbed=False)
     before = _counts(store)
     guard = store.secure_deletes() if scrub else contextlib.nullcontext()
     deleted_sessions: list[str] = []
@@ -272,6 +329,8 @@ def forget(store: SessionStoreContract, plan: ForgetPlan, *, scrub: bool = True)
         if scrub:
             store.optimize()
     removed: dict[str, int] = {"sessions": len(deleted_sessions), "messages": message_rows}
+    if memory_history is not None and plan.memory_changes:
+        removed["memory_history"] = len(purged)
     if expansions:
         removed["query_expansions"] = expansions
     after = _counts(store)

@@ -20,8 +20,6 @@ from memstrata.providers.facts.remembered import recall_remembered
 __all__ = ["BuiltinMemoryProvider"]
 
 
-
-
 class BuiltinMemoryProvider(MemoryProvider):
     """The curated files (L1) as a provider: always first, never removed.
 

@@ -660,4 +660,3 @@ class MemoryManager:
             shutdown_errors=tuple(errors),
         )
         return self.shutdown_report
-

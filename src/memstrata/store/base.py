@@ -420,6 +420,12 @@ class BaseSessionStore(Closing, abc.ABC):
                 raise
             return found
 
+    def list_namespaces(self) -> list[dict[str, Any]]:
+        """Every tenant of the database with its counts (``{namespace, sessions, messages,
+        memory_rows, last_active}``), by name; a SQLite file is one row, namespace None."""
+        with self._transaction(snapshot=True) as tx:
+            return tx.namespace_counts()
+
     def short_ids(self, session_ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
         """The shortest prefix (at least ``min_chars``) of each id that no other session
         of the store starts with, so a table can show it and every command resolves it."""

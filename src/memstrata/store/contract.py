@@ -236,6 +236,10 @@ class SessionStoreContract(Protocol):
         """An exact id, a unique id prefix (a cut ``…`` cell too) or an exact title."""
         ...
 
+    def list_namespaces(self) -> list[dict[str, Any]]:
+        """Every tenant of the database with its counts; a SQLite file is one, named None."""
+        ...
+
     def short_ids(self, session_ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
         """The shortest unique prefix of each id, for tables."""
         ...

@@ -203,6 +203,8 @@ class SessionStore(BaseSessionStore):
         with self._db.read() as conn:
             conn.execute("BEGIN")  # one snapshot across the counts
             counts = store_index.counts(conn)
+            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
         wal = Path(f"{self.path}-wal")
         return {
             "path": str(self.path),
@@ -211,6 +213,9 @@ class SessionStore(BaseSessionStore):
             **counts,
             "db_bytes": os.path.getsize(self.path) if self.path.exists() else 0,
             "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+            # Pages left free by deletions; `optimize` (VACUUM) returns them to the disk.
+            "pages": pages,
+            "free_pages": free,
         }
 
 
