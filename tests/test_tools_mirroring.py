@@ -76,6 +76,20 @@ def test_dispatch_tool_without_a_provider_starts_nothing(memstrata_home: Path) -
     assert not (memstrata_home / FACTS_FILENAME).exists()
 
 
+def test_a_broken_provider_setting_is_reported_by_every_door(memstrata_home: Path) -> None:
+    """dispatch_tool answers with the fix; the CLI saves the write and warns."""
+    (memstrata_home / "config.toml").write_text('[memory]\nprovider = "nope"\n')
+    out = json.loads(dispatch_tool("memory", {"action": "read"}))
+    assert out["success"] is False
+    assert "No memory provider named 'nope'" in out["error"] and "plugins list" in out["error"]
+    added = _memstrata(memstrata_home, "memory", "add", "Likes tea", "-t", "user")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("Entry added.")
+    assert added.stderr.startswith("Warning: the write was saved but not mirrored")
+    assert "Traceback" not in added.stderr
+    assert (memstrata_home / "memories" / "USER.md").read_text() == "Likes tea"
+
+
 def test_the_mcp_server_mirrors_through_the_memory_listener(memstrata_home: Path) -> None:
     """A memory tool call served over MCP reaches the provider (no mirroring in the server)."""
     use_facts_provider(memstrata_home)
