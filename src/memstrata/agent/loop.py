@@ -127,17 +127,7 @@ class Agent(SessionLifecycle):
         )
         if config is None:
             config = manager.config if manager is not None else Config.load()
-        if client is None:
-            from memstrata.llm.settings import client_for
-
-            client = client_for("main", config)
-        self._owns_store = store is None
-        if store is None:
-            from memstrata.store.sqlite.store import SessionStore
-
-            store = SessionStore(config=config)
-        if manager is None:
-            manager = MemoryManager.from_config(config)
+        client, store, manager, self._owns_store = _open_parts(config, client, store, manager)
         self._setup(client, store, manager, settings, config, toolbox, prompt_builder, compressor)
 
     @classmethod
@@ -157,20 +147,10 @@ class Agent(SessionLifecycle):
         the ``main`` model (:func:`~memstrata.llm.settings.client_for`), the session store
         of the home (closed with the agent) and :meth:`MemoryManager.from_config`."""
         config = config if config is not None else Config.load()
-        if client is None:
-            from memstrata.llm.settings import client_for
-
-            client = client_for("main", config)
-        owns_store = store is None
-        if store is None:
-            from memstrata.store.sqlite.store import SessionStore
-
-            store = SessionStore(config=config)
+        client, store, manager, owns_store = _open_parts(config, client, store, manager)
+        agent = cls.__new__(cls)
+        agent._owns_store = owns_store
         try:
-            if manager is None:
-                manager = MemoryManager.from_config(config)
-            agent = cls.__new__(cls)
-            agent._owns_store = owns_store
             agent._setup(
                 client,
                 store,
@@ -502,6 +482,32 @@ class Agent(SessionLifecycle):
         self._last_prompt_tokens = 0
         self._point_tools_at(live)
         return Compaction(result, live, old)
+
+
+def _open_parts(
+    config: Config,
+    client: LLMClient | None,
+    store: SessionStoreContract | None,
+    manager: MemoryManager | None,
+) -> tuple[LLMClient, SessionStoreContract, MemoryManager, bool]:
+    """The parts ``config`` names for the ones not given, and True when the store was
+    opened here (the agent then closes it; here too, if the manager cannot be built)."""
+    if client is None:
+        from memstrata.llm.settings import client_for
+
+        client = client_for("main", config)
+    owns_store = store is None
+    if store is None:
+        from memstrata.store.sqlite.store import SessionStore
+
+        store = SessionStore(config=config)
+    try:
+        manager = manager if manager is not None else MemoryManager.from_config(config)
+    except BaseException:
+        if owns_store:
+            store.close()
+        raise
+    return client, store, manager, owns_store
 
 
 def _legacy_arguments(
