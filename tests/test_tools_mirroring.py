@@ -14,20 +14,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import fresh_namespace
 from memstrata.config import Config
 from memstrata.errors import NoMatchError
 from memstrata.mcp.service import MemoryService
+from memstrata.memory.core import CuratedMemory
 from memstrata.memory.files import FileMemory
 from memstrata.memory.writes import MemoryWrite
 from memstrata.providers.facts.schema import Fact
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.providers.manager import MemoryManager
 from memstrata.testing import RecordingProvider
-from memstrata.tools.toolbox import dispatch_tool
+from memstrata.tools.toolbox import Toolbox, dispatch_tool
 
 
 def use_facts_provider(home: Path) -> None:
@@ -169,6 +172,57 @@ def test_every_write_to_the_memory_is_announced_once_per_operation(memstrata_hom
         ),
         MemoryWrite("remove", "memory", "", old_text="Fridays", origin="api"),
     ]
+
+
+@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_memory(request: pytest.FixtureRequest, memstrata_home: Path) -> Iterator[CuratedMemory]:
+    """Curated memory on each backend: the files of a home, or a PostgreSQL namespace."""
+    if request.param == "files":
+        yield FileMemory(memstrata_home)
+        return
+    pytest.importorskip("psycopg")
+    from helpers import PG_DSN, drop_namespace
+    from memstrata.memory.postgres import PostgresMemory
+
+    name = fresh_namespace()
+    try:
+        with PostgresMemory(PG_DSN, namespace=name) as memory:
+            yield memory
+    finally:
+        drop_namespace(name)
+
+
+def test_both_backends_announce_writes_to_the_manager(any_memory: CuratedMemory) -> None:
+    """The write listener is part of the memory contract: PostgreSQL rows mirror too."""
+    manager = MemoryManager(memory=any_memory)
+    provider = RecordingProvider()
+    assert manager.add_provider(provider)
+    manager.initialize_all("s1")
+    box = Toolbox()
+    box.register_provider_tools(manager)
+    batch = {
+        "target": "user",
+        "operations": [
+            {"action": "add", "content": "Name is 王芳"},
+            {"action": "add", "content": "Works in Shenzhen"},
+        ],
+    }
+    assert box.call("memory", batch)["success"] is True
+    refused = box.call("memory", {"action": "remove", "target": "user", "old_text": "nope"})
+    assert refused["success"] is False and refused["current_entries"] == [
+        "Name is 王芳",
+        "Works in Shenzhen",
+    ]
+    assert manager.flush_pending(10)
+    assert provider.writes == [
+        ("add", "user", "Name is 王芳"),
+        ("add", "user", "Works in Shenzhen"),
+    ]
+    assert [(m.batch_index, m.batch_size, m.origin) for m in provider.write_metadata if m] == [
+        (0, 2, "tool"),
+        (1, 2, "tool"),
+    ]
+    manager.shutdown_all()
 
 
 def test_a_failing_listener_never_fails_the_write(
