@@ -28,6 +28,7 @@ from memstrata.errors import (  # noqa: E402
     CuratedMemoryError,
     DriftError,
     LockTimeoutError,
+    MemoryFullError,
     NamespaceError,
     StorageError,
 )
