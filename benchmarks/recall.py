@@ -541,8 +541,15 @@ def measure(
     args: argparse.Namespace,
     embedders: dict[str, Any],
     fake: Any,
+    *,
+    facts: bool = False,
 ) -> Run:
-    """Every system on every conversation of one dataset (a fresh store each)."""
+    """Every system on every conversation of one dataset (a fresh store each).
+
+    With ``facts`` (one message per session: a memory), the facts store is measured on
+    the same questions too: each memory one fact, ``FactStore.search`` and the gated
+    ``FactStore.recall``, keyword-only and with each embedder.
+    """
     current: dict[str, SessionStore] = {}
     expander = None
     if fake is not None:
@@ -582,6 +589,11 @@ def measure(
                             ranked = ranker(store, question)
                             latencies[system].append(time.perf_counter() - start)
                             results[system].add(cat, ranked, gold)
+            if facts:
+                for system, ranked_all in facts_rows(conv, Path(tmp) / f"{i}-facts", embedders):
+                    sc = results.setdefault(system, Scores())
+                    for (_, cat, gold), ranked in zip(conv.questions, ranked_all, strict=True):
+                        sc.add(cat, ranked, gold)
     elapsed = time.perf_counter() - t0
     hermes_note = "not run (pass --hermes-python or set MEMSTRATA_HERMES_PYTHON)"
     if args.hermes_python:
@@ -616,6 +628,34 @@ def measure(
         elapsed,
         hermes_note,
     )
+
+
+def facts_rows(
+    conv: Conversation, folder: Path, embedders: dict[str, Any]
+) -> Iterator[tuple[str, list[list[str]]]]:
+    """The facts store on one conversation: each session's message one fact; per system,
+    the ranked session ids of every question."""
+    from memstrata.providers.facts.store import FactStore
+
+    folder.mkdir()
+    with FactStore(folder / "facts.db") as facts:
+        owner = {}
+        for sid, _, msgs in conv.sessions:
+            owner[facts.add(msgs[0][1], category="episodic", source="tool").id] = sid
+        for label, embedder in [("", None), *embedders.items()]:
+            if embedder is not None:
+                facts.embedder = embedder
+                facts.index_vectors(embedder)
+            suffix = f", hybrid {label}" if label else ""
+            for path in ("search", "recall"):
+                find = facts.search if path == "search" else facts.recall
+                yield (
+                    f"facts: FactStore.{path}{suffix}",
+                    [
+                        [owner[f.id] for f in find(question, limit=10)]
+                        for question, _, _ in conv.questions
+                    ],
+                )
 
 
 def section(run: Run, tuned: bool) -> list[str]:
@@ -725,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 convs = load(path, args.limit_questions)
                 name = f"LoCoMo (`{path.name}`, category 5 excluded)"
-            runs.append((measure(name, convs, args, embedders, client), path.name in args.tuned_on))
+            run = measure(name, convs, args, embedders, client, facts=path.is_dir())
+            runs.append((run, path.name in args.tuned_on))
     finally:
         if fake_server is not None:
             fake_server.stop()
