@@ -161,8 +161,8 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
 
     found: list[DateWindow] = []
     taken: list[tuple[int, int]] = []
-    for window, start, end in chinese_dates(text, now or datetime.now()):
-        found.append(window)
+    for named, start, end in chinese_dates(text, now or datetime.now()):
+        found.append(named)
         taken.append((start, end))
     for kind, pattern in _FORMS:
         for match in pattern.finditer(text):
