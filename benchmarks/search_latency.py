@@ -39,17 +39,12 @@ def build(path: Path, messages: int) -> None:
 
 def planted_in(store: SessionStore, ids: list[int], needle: str) -> list[bool]:
     """For each message id, whether its text holds the planted ``needle``."""
-    if not ids:
-        return []
-    marks = ", ".join("?" for _ in ids)
-    with store.read_conn() as conn:
-        texts = {
-            int(r[0]): " ".join(str(x) for x in r[1:] if x).lower()
-            for r in conn.execute(
-                f"SELECT id, content, tool_name, tool_calls FROM messages WHERE id IN ({marks})",
-                ids,
-            )
-        }
+    texts: dict[int, str] = {}
+    for i in ids:
+        row = store.get_message(i)
+        if row is not None:
+            fields = (row["content"], row["tool_name"], row["tool_calls"])
+            texts[i] = " ".join(str(x) for x in fields if x).lower()
     return [needle.lower() in texts.get(i, "") for i in ids]
 
 

@@ -41,7 +41,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # the benchmark's own generator, importable by path
 from memstrata.config import DEFAULTS, Config
 from memstrata.search.recall import session_search
-from memstrata.store.sqlite.fulltext import search_sessions
 from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer, Reply
 
@@ -78,8 +77,8 @@ def load_average() -> str:
 
 
 def message_count(path: Path) -> int:
-    with SessionStore(path, verify_indexes=False) as store, store.read_conn() as conn:
-        return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    with SessionStore(path, verify_indexes=False) as store:
+        return int(store.stats()["messages"])
 
 
 def build(path: Path, n: int) -> float:
@@ -125,7 +124,7 @@ def bench_latency(
                 cpu.append((time.process_time() - c0) * 1000)
                 # The full-text ranking alone (the store's API), to show what the tool adds.
                 c0 = time.process_time()
-                search_sessions(store, query, limit=3, by_lineage=True)
+                store.search_sessions(query, limit=3, by_lineage=True)
                 base.append((time.process_time() - c0) * 1000)
             empty += result["count"] == 0
             payloads.append(len(json.dumps(result, ensure_ascii=False)))
@@ -252,7 +251,7 @@ def render(r: dict[str, Any]) -> str:
         "on an idle machine.",
         "",
         "The last CPU column is "
-        "`memstrata.store.sqlite.fulltext.search_sessions(..., by_lineage=True)` "
+        "`store.search_sessions(..., by_lineage=True)` "
         "alone on the same query: the full-text ranking the tool builds on. The difference "
         "is what the tool adds (live-context filter, chains, loading and cutting excerpts).",
         "",
@@ -352,10 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     home.mkdir()
     with SessionStore(db) as store:
         plain = config_for(home, None)
-        with store.read_conn() as conn:
-            sessions = int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
-        with store.write() as conn:
-            conn.execute("DELETE FROM summary_cache")  # every summary run starts cold
+        sessions = int(store.stats()["sessions"])
+        store.clear_summary_cache()  # every summary run starts cold
         queries = corpus.queries()
         log("warming up")
         for items in queries.values():

@@ -108,3 +108,12 @@ def traced_reads(store: Any) -> Iterator[list[str]]:
         finally:
             del store._transaction
             conn.set_trace_callback(None)
+
+
+def call_provider_tool(manager: Any, name: str, args: Any = None) -> dict[str, Any]:
+    """Run a provider tool the way an agent does: registered in a toolbox, errors as text."""
+    from memstrata.tools.toolbox import Toolbox
+
+    box = Toolbox()
+    box.register_provider_tools(manager)
+    return box.call(name, args)

@@ -20,7 +20,7 @@ from memstrata.errors import (
 )
 from memstrata.memory.approval import Operation, PendingWrites
 from memstrata.memory.files import FileMemory
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 
 
 def _add(content: str) -> Operation:

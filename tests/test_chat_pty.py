@@ -87,7 +87,8 @@ def test_chat_streams_runs_tools_and_slash_commands(
         assert "Title set: Tea talk" in out
 
         out = say(child, "/sessions")
-        assert "Tea talk" in out and first_session in out
+        # The shortest unique prefix of the id, which /resume takes back.
+        assert "Tea talk" in out and f"* {first_session[:8]}" in out
 
         out = say(child, "/new")
         assert "New session" in out

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from memstrata.cli import cli
 from memstrata.memory.approval import PendingWrites
 from memstrata.memory.files import FileMemory
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 
 
 def _run(*args: str, input: str | None = None) -> Result:

@@ -158,7 +158,7 @@ def test_show_unknown_session_fails_cleanly(seeded: Path) -> None:
     result = CliRunner().invoke(cli, ["sessions", "show", "nope"])
     assert result.exit_code == 1
     assert isinstance(result.exception, Exception)
-    assert "No session id starts with 'nope'" in str(result.exception)
+    assert "No session has the id, id prefix or title 'nope'" in str(result.exception)
 
 
 def test_rename(seeded: Path) -> None:

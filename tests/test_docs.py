@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,3 +19,33 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def test_every_config_key_is_documented(key: str) -> None:
     """docs/configuration.md names every key of config.DEFAULTS."""
     assert f"`{key}`" in (DOCS / "configuration.md").read_text(encoding="utf-8")
+
+
+def _python_blocks(page: str) -> list[str]:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+def test_the_architecture_examples_run(tmp_path: Path) -> None:
+    """docs/architecture.md: the contract suite example passes, the typed example prints."""
+    suite, example = _python_blocks("architecture.md")
+    (tmp_path / "test_my_backend.py").write_text(suite, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " passed" in run.stdout
+    shown = subprocess.run(
+        [sys.executable, "-c", example],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.splitlines()
+    assert shown == ["我们下周二迁移数据库。", "s1"]

@@ -223,3 +223,22 @@ def test_doctor_on_a_postgres_store(healthy: Path, monkeypatch: pytest.MonkeyPat
     assert report.ok, [f.message for f in report.findings]
     assert "session store" in report.checks
     assert not any(f.code in {"store_unusable", "database_damaged"} for f in report.findings)
+
+
+def test_free_pages_left_by_deletions_are_reported(healthy: Path) -> None:
+    """A store that lost most of its pages to deletions gets an info finding to reclaim them."""
+    assert "free_space" not in codes(healthy)
+    with SessionStore() as store:
+        store.create_session("big")
+        store.append_messages(
+            "big", [{"role": "user", "content": f"{n} " + "padding " * 400} for n in range(400)]
+        )
+        store.checkpoint()
+        store.delete_session("big")
+        store.checkpoint()
+        stats = store.stats()
+    assert stats["free_pages"] > stats["pages"] / 2
+    (finding,) = [f for f in run_doctor(healthy).findings if f.code == "free_space"]
+    assert finding.severity == "info" and finding.fix == "memstrata sessions optimize"
+    run_fix(finding.fix)
+    assert "free_space" not in codes(healthy)

@@ -294,3 +294,40 @@ def test_sessions_embed_command_fills_the_vectors(
         "facts_embedded": 0,
         "facts_pending": 0,
     }
+
+
+@pytest.mark.postgres
+def test_sessions_embed_command_works_under_a_dsn(
+    memstrata_home: Path, embed_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL keeps vectors too: `sessions embed` fills them and hybrid recall reads them."""
+    import json
+    import uuid
+
+    from click.testing import CliRunner
+
+    from helpers import PG_DSN
+    from memstrata.cli import cli
+    from memstrata.store.postgres import PostgresSessionStore
+
+    tenant = f"t-{uuid.uuid4().hex[:16]}"
+    for key, value in {
+        "STORE__DSN": PG_DSN,
+        "STORE__NAMESPACE": tenant,
+        "SEARCH__EMBEDDER": "openai",
+        "LLM__EMBEDDING_MODEL": "emb-small",
+        "LLM__BASE_URL": embed_server.base_url,
+        "LLM__API_KEY": "test",
+    }.items():
+        monkeypatch.setenv(f"MEMSTRATA_{key}", value)
+    with PostgresSessionStore(PG_DSN, namespace=tenant) as pg:
+        try:
+            pg.create_session("c1", source="cli")
+            pg.append_messages("c1", [{"role": "user", "content": f"note {n}"} for n in range(3)])
+            done = CliRunner().invoke(cli, ["sessions", "embed", "--json"])
+            assert done.exit_code == 0, done.output
+            report = json.loads(done.output)
+            assert (report["embedded"], report["pending"]) == (3, 0)
+            assert pg.count_unvectored("openai:emb-small") == 0
+        finally:
+            pg.delete_namespace()

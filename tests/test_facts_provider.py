@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import call_provider_tool
 from memstrata.config import Config
+from memstrata.errors import ProviderError
 from memstrata.memory.files import FileMemory
 from memstrata.providers import plugins
 from memstrata.providers.facts.provider import FactsProvider
@@ -25,7 +26,7 @@ def _manager(home: Path, session_id: str, **provider_kwargs: Any) -> MemoryManag
 
 
 def _call(manager: MemoryManager, name: str, **args: Any) -> dict[str, Any]:
-    result = json.loads(manager.handle_tool_call(name, args))
+    result = call_provider_tool(manager, name, args)
     assert isinstance(result, dict)
     return result
 
@@ -248,7 +249,7 @@ def test_tools_search_forget_and_history(memstrata_home: Path) -> None:
         ("facts_forget", {"id": "7"}, "'id' must be an integer"),
         ("facts_search", {"limit": 0}, "an integer from 1 to 20"),
         ("facts_history", {"id": 5}, "No fact #5"),
-        ("facts_unknown", {}, "No memory provider handles tool"),
+        ("facts_unknown", {}, "Unknown tool 'facts_unknown'"),
     ],
 )
 def test_tool_errors_are_clear_and_store_nothing(
@@ -269,8 +270,8 @@ def test_provider_basics(memstrata_home: Path, caplog: pytest.LogCaptureFixture)
     names = [s["function"]["name"] for s in provider.get_tool_schemas()]
     assert names == ["facts_search", "facts_remember", "facts_forget", "facts_history"]
     assert provider.prefetch("anything", session_id="s") == ""
-    result = provider.handle_tool_call("facts_search", {"query": "x"})
-    assert result["success"] is False and "not initialised" in result["error"]
+    with pytest.raises(ProviderError, match="not initialised"):
+        provider.handle_tool_call("facts_search", {"query": "x"})
     with caplog.at_level(logging.WARNING):
         manager = MemoryManager(memory=FileMemory(memstrata_home))
         manager.add_provider(provider)

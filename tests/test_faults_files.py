@@ -32,8 +32,8 @@ from memstrata.errors import (
     UnreadableFileError,
 )
 from memstrata.memory.format import parse_entries, serialize
+from memstrata.memory.tool import MemoryTool
 from memstrata.store.sqlite.salvage import salvage
-from memstrata.tools.memory import MemoryTool
 from memstrata.tools.session_search import SessionSearchTool
 from memstrata.tools.toolbox import Toolbox
 

@@ -17,6 +17,7 @@ from memstrata.errors import (
     AtomicWriteError,
     LockTimeoutError,
     StorageError,
+    SymlinkRefusedError,
     UnreadableFileError,
 )
 
@@ -29,13 +30,22 @@ def test_atomic_write_creates_0600(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
 
 
-def test_atomic_write_keeps_symlink(tmp_path: Path) -> None:
-    """Writing through a symlink replaces the real file and keeps the link."""
+def test_atomic_write_refuses_a_symlink_unless_asked(tmp_path: Path) -> None:
+    """A symlinked target (dangling too) is refused, naming it; follow_symlinks=True
+    replaces the real file and keeps the link."""
     real = tmp_path / "real.md"
     real.write_text("old")
     link = tmp_path / "link.md"
     link.symlink_to(real)
-    fileio.atomic_write(link, "new")
+    with pytest.raises(SymlinkRefusedError, match=str(link)):
+        fileio.atomic_write(link, "new")
+    assert real.read_text() == "old"
+    dangling = tmp_path / "dangling.md"
+    dangling.symlink_to(tmp_path / "nowhere.md")
+    with pytest.raises(SymlinkRefusedError):
+        fileio.atomic_write(dangling, "new")
+    assert not (tmp_path / "nowhere.md").exists()
+    fileio.atomic_write(link, "new", follow_symlinks=True)
     assert link.is_symlink()
     assert real.read_text() == "new"
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from helpers import report_inputs
 from memstrata import FileMemory, SessionStore
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 from memstrata.tools.session_search import SCHEMA as SEARCH_SCHEMA
 from memstrata.tools.session_search import SessionSearchTool
 from memstrata.tools.toolbox import Toolbox, dispatch_tool

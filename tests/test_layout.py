@@ -74,3 +74,61 @@ def test_every_package_face_serves_what_it_lists(package: str) -> None:
         if name == "PostgresMemory" or "postgres" in package:
             pytest.importorskip("psycopg")
         assert getattr(module, name) is not None, f"{package}.{name}"
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The memstrata modules a file imports at module level (TYPE_CHECKING blocks too;
+    imports inside functions are deferred on purpose and left out)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    body = list(tree.body)
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If):
+            body += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            body += node.body + node.orelse + node.finalbody
+            for handler in node.handlers:
+                body += handler.body
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return {n for n in names if n.startswith("memstrata.")}
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    """Layers import downward: no chain of module-level imports comes back to its start."""
+    modules = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in PACKAGE.rglob("*.py")
+    }
+    graph = {
+        name: {m for m in _module_imports(path) if m in modules and m != name}
+        for name, path in modules.items()
+    }
+    # A package's __init__ re-exporting its modules is not an edge back from them.
+    for name in graph:
+        graph[name] = {m for m in graph[name] if not name.startswith(m + ".")}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from helpers import call_provider_tool
 from memstrata.config import Config
-from memstrata.errors import ConfigError, ProviderError
+from memstrata.errors import ConfigError, ProviderError, ToolArgumentError
 from memstrata.memory.files import FileMemory
 from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
 from memstrata.providers.manager import MemoryManager, normalize_tool_schema
@@ -145,8 +146,8 @@ def test_config_allows_several_providers_routed_by_name(memstrata_home: Path) ->
     manager = MemoryManager(config=Config.load(memstrata_home))
     assert manager.add_provider(Recorder("a", tools=[tool("a_search")]))
     assert manager.add_provider(Recorder("b", tools=[tool("b_search")]))
-    assert json.loads(manager.handle_tool_call("a_search", {}))["handled_by"] == "a"
-    assert json.loads(manager.handle_tool_call("b_search", {}))["handled_by"] == "b"
+    assert call_provider_tool(manager, "a_search", {})["handled_by"] == "a"
+    assert call_provider_tool(manager, "b_search", {})["handled_by"] == "b"
 
 
 def test_duplicate_and_reserved_names_are_refused(manager: MemoryManager) -> None:
@@ -176,8 +177,8 @@ def test_tool_schemas_are_normalised_and_collisions_dropped(
     schemas = manager.get_tool_schemas(include_builtin=False)
     assert [s["function"]["name"] for s in schemas] == ["r_wrapped", "r_bare", "dup"]
     assert all(s["type"] == "function" for s in schemas)
-    assert json.loads(manager.handle_tool_call("dup", {}))["handled_by"] == "first"
-    assert json.loads(manager.handle_tool_call("memory", {"action": "read"}))["success"]
+    assert call_provider_tool(manager, "dup", {})["handled_by"] == "first"
+    assert call_provider_tool(manager, "memory", {"action": "read"})["success"]
 
 
 def test_normalize_tool_schema() -> None:
@@ -189,14 +190,30 @@ def test_normalize_tool_schema() -> None:
 
 
 def test_tool_call_errors_come_back_as_text(manager: MemoryManager) -> None:
-    """Unknown tools, bad JSON and provider exceptions become model-facing error JSON."""
+    """Unknown tools, bad JSON and provider exceptions raise from the manager and become
+    model-facing error JSON at the toolbox, the one edge."""
     manager.add_provider(Recorder(tools=[tool("rec_search")]))
-    unknown = json.loads(manager.handle_tool_call("nope", {}))
-    assert unknown == {"success": False, "error": "No memory provider handles tool 'nope'"}
-    failed = json.loads(manager.handle_tool_call("rec_search", {"fail": True}))
-    assert failed["error"] == "Memory tool 'rec_search' failed: backend down"
-    bad_json = json.loads(manager.handle_tool_call("rec_search", "{not json"))
-    assert bad_json["error"].startswith("Memory tool 'rec_search' failed: arguments are not")
+    unknown = call_provider_tool(manager, "nope", {})
+    assert unknown["success"] is False
+    assert unknown["error"].startswith("Unknown tool 'nope'. Available tools: memory, rec_search")
+    failed = call_provider_tool(manager, "rec_search", {"fail": True})
+    assert "backend down" in failed["error"] and "rec_search" in failed["error"]
+    bad_json = call_provider_tool(manager, "rec_search", "{not json")
+    assert bad_json["error"].startswith("The arguments are not valid JSON")
+    with pytest.raises(ToolArgumentError, match="No memory provider handles tool 'nope'"):
+        manager.call_tool("nope", {})
+    with pytest.raises(ToolArgumentError, match="not valid JSON"):
+        manager.call_tool("rec_search", "{not json")
+
+
+def test_handle_tool_call_is_deprecated_but_still_answers_text(manager: MemoryManager) -> None:
+    """The old per-manager dispatcher warns and keeps its never-raising JSON contract."""
+    manager.add_provider(Recorder(tools=[tool("rec_search")]))
+    with pytest.warns(DeprecationWarning, match="register_provider_tools"):
+        text = manager.handle_tool_call("nope", {})
+    assert json.loads(text)["error"].startswith("No memory provider handles tool 'nope'")
+    with pytest.warns(DeprecationWarning):
+        assert json.loads(manager.handle_tool_call("rec_search", {}))["handled_by"] == "recorder"
 
 
 def test_system_prompt_joins_non_empty_blocks(memstrata_home: Path) -> None:
@@ -368,10 +385,11 @@ def test_memory_writes_are_mirrored_with_provenance(manager: MemoryManager) -> N
     recorder = Recorder()
     manager.add_provider(recorder)
     manager.initialize_all("s1")
-    manager.handle_tool_call(
-        "memory", {"action": "add", "target": "user", "content": "Prefers tea."}
+    call_provider_tool(
+        manager, "memory", {"action": "add", "target": "user", "content": "Prefers tea."}
     )
-    manager.handle_tool_call(
+    call_provider_tool(
+        manager,
         "memory",
         {
             "target": "memory",
@@ -382,7 +400,9 @@ def test_memory_writes_are_mirrored_with_provenance(manager: MemoryManager) -> N
             ],
         },
     )
-    manager.handle_tool_call("memory", {"action": "remove", "target": "memory", "old_text": "nope"})
+    call_provider_tool(
+        manager, "memory", {"action": "remove", "target": "memory", "old_text": "nope"}
+    )
     manager.notify_memory_write("remove", "memory", "", origin="cli", old_text="Fridays")
     assert manager.flush_pending(10)
     summary = [(a, t, c, m.origin if m else None) for a, t, c, m in recorder.writes]

@@ -25,9 +25,9 @@ from memstrata import SessionStore
 from memstrata.cli import cli
 from memstrata.errors import ConfigError
 from memstrata.mcp.server import bind_socket, http_url
+from memstrata.memory.tool import MEMORY_TOOL_SCHEMA
 from memstrata.search.summarize import SYSTEM_PROMPT
 from memstrata.testing import FakeLLMServer, Reply
-from memstrata.tools.memory import MEMORY_TOOL_SCHEMA
 from memstrata.tools.session_search import SCHEMA as SEARCH_SCHEMA
 from memstrata.tools.toolbox import Toolbox
 

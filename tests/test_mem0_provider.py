@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import json
@@ -17,8 +18,9 @@ from typing import Any
 
 import pytest
 
+from helpers import call_provider_tool
 from memstrata.config import Config
-from memstrata.errors import ProviderError
+from memstrata.errors import MemstrataError, ProviderError, ToolArgumentError
 from memstrata.providers.manager import MemoryManager
 from memstrata.providers.mem0 import provider as mem0_provider
 from memstrata.providers.mem0.provider import TARGET_KEY, Mem0Provider
@@ -31,6 +33,7 @@ from memstrata.providers.mem0.setup import (
 )
 from memstrata.providers.plugins import discover_providers, load_provider
 from memstrata.testing import FakeLLMServer, Reply
+from memstrata.tools.toolbox import Toolbox
 
 DIMS = 256
 needs_mem0 = pytest.mark.skipif(
@@ -319,7 +322,7 @@ def test_tools_add_search_update_delete(mem0_env: Path, fake: FakeLLMServer) -> 
 
 @needs_mem0
 def test_tool_errors_are_reported_not_raised(mem0_env: Path, fake: FakeLLMServer) -> None:
-    """Bad arguments, unknown ids and unknown tools come back as success=false."""
+    """Bad arguments, unknown ids and unknown tools raise; the toolbox reports success=false."""
     provider = _open(mem0_env, fake)
     try:
         cases = [
@@ -331,8 +334,15 @@ def test_tool_errors_are_reported_not_raised(mem0_env: Path, fake: FakeLLMServer
             ("mem0_update", {"id": "x"}, "'content' is required"),
             ("mem0_forget", {}, "Unknown tool"),
         ]
+        box = Toolbox()
+        for schema in provider.get_tool_schemas():
+            name = schema["function"]["name"] if "function" in schema else schema["name"]
+            box.register(name, schema, functools.partial(provider.handle_tool_call, name))
+        box.register("mem0_forget", {}, functools.partial(provider.handle_tool_call, "mem0_forget"))
         for name, args, message in cases:
-            result = provider.handle_tool_call(name, args)
+            with pytest.raises(MemstrataError, match=re.escape(message)):
+                provider.handle_tool_call(name, args)
+            result = box.call(name, args)
             assert result["success"] is False, name
             assert message in result["error"], result
     finally:
@@ -349,8 +359,8 @@ def test_one_user_cannot_touch_another_users_memories(mem0_env: Path, fake: Fake
         alice.initialize("s2", home=mem0_env, user_id="bob")  # the gateway switches user
         assert alice.user_id == "bob"
         assert alice.handle_tool_call("mem0_search", {"query": "bees"})["count"] == 0
-        refused = alice.handle_tool_call("mem0_delete", {"id": memory_id})
-        assert refused["success"] is False and "No memory with id" in refused["error"]
+        with pytest.raises(ToolArgumentError, match="No memory with id"):
+            alice.handle_tool_call("mem0_delete", {"id": memory_id})
         alice.initialize("s3", home=mem0_env, user_id="alice")
         assert alice.handle_tool_call("mem0_search", {"query": "bees"})["count"] == 1
     finally:
@@ -379,7 +389,7 @@ def test_curated_memory_writes_are_mirrored_without_llm(
             return sorted(r["memory"] for r in listed["results"])
 
         add = {"action": "add", "target": "user", "content": "User's timezone is UTC+8"}
-        assert json.loads(manager.handle_tool_call("memory", add))["success"]
+        assert call_provider_tool(manager, "memory", add)["success"]
         assert mirrored() == ["User's timezone is UTC+8"]
 
         replace = {
@@ -388,11 +398,11 @@ def test_curated_memory_writes_are_mirrored_without_llm(
             "old_text": "UTC+8",
             "content": "User's timezone is UTC+1",
         }
-        assert json.loads(manager.handle_tool_call("memory", replace))["success"]
+        assert call_provider_tool(manager, "memory", replace)["success"]
         assert mirrored() == ["User's timezone is UTC+1"]
 
         remove = {"action": "remove", "target": "user", "old_text": "UTC+1"}
-        assert json.loads(manager.handle_tool_call("memory", remove))["success"]
+        assert call_provider_tool(manager, "memory", remove)["success"]
         assert mirrored() == []
         assert fake.chat_requests == []
     finally:
@@ -535,8 +545,8 @@ def test_a_running_extraction_delays_recall_only_briefly(
         provider.handle_tool_call("mem0_add", {"content": "User rides a red bicycle"})
         with provider._lock:  # what a long extraction on the background worker holds
             assert provider.prefetch("red bicycle", session_id="s1") == ""
-            busy = provider.handle_tool_call("mem0_search", {"query": "bicycle"})
-            assert busy["success"] is False and "still storing" in busy["error"]
+            with pytest.raises(ProviderError, match="still storing"):
+                provider.handle_tool_call("mem0_search", {"query": "bicycle"})
         assert "red bicycle" in provider.prefetch("red bicycle", session_id="s1")
     finally:
         provider.shutdown()

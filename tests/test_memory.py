@@ -21,6 +21,7 @@ from memstrata.errors import (
     LockTimeoutError,
     MemoryFullError,
     NoMatchError,
+    SymlinkRefusedError,
     ThreatDetectedError,
     UnreadableFileError,
 )
@@ -583,7 +584,7 @@ def test_file_over_limit_is_not_injected_in_full(memstrata_home: Path) -> None:
     _write_raw(memstrata_home, ENTRY_DELIMITER.join(entries))
     memory = FileMemory(memory_char_limit=200)
     block = memory.snapshot_block("memory")
-    assert "[100% — 507/200 chars]" in block
+    assert "[253% — 507/200 chars, 307 over the limit]" in block
     body = block.split(BLOCK_RULE + "\n", 2)[2]
     shown = body.split("\n\n[")[0]
     assert len(shown) <= 200
@@ -632,18 +633,27 @@ def test_directory_in_place_of_file_is_refused(memstrata_home: Path) -> None:
     assert (folder / "inside").read_text() == "keep"
 
 
-def test_symlinked_file_keeps_its_link(memstrata_home: Path, tmp_path: Path) -> None:
-    """Writing through a symlinked MEMORY.md updates the real file and keeps the link."""
+def test_symlinked_memory_file_is_refused_never_followed(
+    memstrata_home: Path, tmp_path: Path
+) -> None:
+    """A MEMORY.md that is a symlink is neither rewritten, chmodded nor read into the
+    prompt: every write and the snapshot refuse it, naming the path."""
     real = tmp_path / "dotfiles" / "MEMORY.md"
     real.parent.mkdir()
-    real.write_text("shared fact", encoding="utf-8")
+    real.write_text("private notes of another file", encoding="utf-8")
+    real.chmod(0o644)
     link = _mem_file(memstrata_home)
     link.symlink_to(real)
     memory = FileMemory()
-    memory.add("memory", "new fact")
-    memory.replace("memory", "shared", "shared fact, edited")
+    with pytest.raises(SymlinkRefusedError, match="symlink") as refused:
+        memory.add("memory", "new fact")
+    assert str(link) in str(refused.value)
+    assert real.read_text(encoding="utf-8") == "private notes of another file"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o644
     assert link.is_symlink()
-    assert real.read_text(encoding="utf-8") == "shared fact, edited\n§\nnew fact"
+    memory.load()
+    assert "private notes" not in memory.snapshot()
+    assert "symlink" in memory.load_errors["memory"]
 
 
 def test_memory_and_lock_files_are_private(memstrata_home: Path) -> None:

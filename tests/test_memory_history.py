@@ -16,7 +16,7 @@ from memstrata.cli import cli
 from memstrata.errors import DriftError, InvalidMemoryArgument
 from memstrata.memory.files import FileMemory
 from memstrata.memory.history import MemoryHistory
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 
 
 def _bytes(path: Path) -> bytes | None:

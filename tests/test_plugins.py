@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import call_provider_tool
 from memstrata.cli import cli
 from memstrata.config import Config
 from memstrata.errors import ProviderError
@@ -245,8 +246,8 @@ def test_documented_toy_plugin_works_end_to_end(memstrata_home: Path) -> None:
     manager = MemoryManager.from_config(Config.load(memstrata_home))
     manager.initialize_all("s1")
     manager.sync_all("Which database do we use?", "PostgreSQL since March.", session_id="s1")
-    manager.handle_tool_call(
-        "memory", {"action": "add", "target": "memory", "content": "Backups run nightly."}
+    call_provider_tool(
+        manager, "memory", {"action": "add", "target": "memory", "content": "Backups run nightly."}
     )
     assert manager.flush_pending(10)
     recall = manager.prefetch_all("remind me about the database", session_id="s1")
@@ -254,7 +255,7 @@ def test_documented_toy_plugin_works_end_to_end(memstrata_home: Path) -> None:
         "## Earlier notes\n- User said: Which database do we use? | "
         "Assistant said: PostgreSQL since March."
     )
-    found = json.loads(manager.handle_tool_call("toynotes_search", {"query": "backups"}))
+    found = call_provider_tool(manager, "toynotes_search", {"query": "backups"})
     assert found == {"success": True, "results": ["Curated memory note: Backups run nightly."]}
     assert manager.shutdown_all().drained
 

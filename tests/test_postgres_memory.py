@@ -34,7 +34,7 @@ from memstrata.errors import (  # noqa: E402
 from memstrata.memory.core import CuratedMemory  # noqa: E402
 from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
-from memstrata.tools.memory import MemoryTool  # noqa: E402
+from memstrata.memory.tool import MemoryTool  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -248,7 +248,10 @@ def test_bad_configuration_is_refused(namespace: str) -> None:
         PostgresMemory(DSN, namespace="")
     with pytest.raises(ConfigError, match="memory_char_limit"):
         PostgresMemory(DSN, namespace=namespace, memory_char_limit=0)
-    with pytest.raises(StorageError, match=r"Cannot connect to PostgreSQL at 127\.0\.0\.1:1"):
+    with pytest.raises(
+        StorageError,
+        match=r"Cannot connect to PostgreSQL at postgresql://127\.0\.0\.1:1/test: Connection",
+    ):
         PostgresMemory("postgresql://127.0.0.1:1/test", namespace=namespace)
 
 

@@ -23,8 +23,8 @@ from memstrata.memory.core import CuratedMemory  # noqa: E402
 from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.history import ChangeLog, MemoryChange  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
+from memstrata.memory.tool import MemoryTool  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
-from memstrata.tools.memory import MemoryTool  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

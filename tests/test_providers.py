@@ -9,14 +9,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+from helpers import call_provider_tool
 from memstrata.errors import ProviderError
 from memstrata.memory.files import FileMemory
-from memstrata.providers.base import (
-    BuiltinMemoryProvider,
-    MemoryProvider,
-    MemoryWriteMetadata,
-    ProviderCalls,
-)
+from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata, ProviderCalls
+from memstrata.providers.builtin import BuiltinMemoryProvider
 from memstrata.providers.manager import MemoryManager
 
 
@@ -167,7 +164,7 @@ def test_hermes_style_provider_runs_through_the_shim(memstrata_home: Path) -> No
     assert ("sync_turn", ("hello", "hi there", "s1")) in provider.calls
     assert ("on_memory_write", ("add", "user", "Likes tea")) in provider.calls
     assert ("on_session_switch", ("s2", "s1", False, False)) in provider.calls
-    reply = json.loads(manager.handle_tool_call("hermesish_recall", '{"q": "tea"}'))
+    reply = call_provider_tool(manager, "hermesish_recall", '{"q": "tea"}')
     assert reply == {"tool": "hermesish_recall", "args": {"q": "tea"}}
     manager.shutdown_all()
 

@@ -207,24 +207,12 @@ def test_failure_inside_the_split_rolls_everything_back(store: SessionStore) -> 
     assert store.get_compression_tip(sid) == sid
 
 
-class NoTransactions:
-    """A store exposing the public methods but no write() transaction."""
-
-    def __init__(self, inner: SessionStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "write":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
-def test_stores_without_transactions_are_compensated(store: SessionStore) -> None:
-    """Without write(), a failed split reopens the parent and deletes the half-made child."""
+def test_a_failed_split_leaves_the_parent_live_and_no_child(store: SessionStore) -> None:
+    """The split is one write transaction: a row that fails to store undoes the whole split."""
     sid = seeded(store)
     bad = [{"role": "user", "content": object()}]
     with pytest.raises(SessionStoreError):
-        split_session(NoTransactions(store), sid, bad, new_session_id="child-y")  # type: ignore[arg-type]
+        split_session(store, sid, bad, new_session_id="child-y")
     assert store.get_session(sid)["ended_at"] is None  # type: ignore[index]
     assert store.get_session("child-y") is None
 

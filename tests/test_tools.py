@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from memstrata.memory.files import ENTRY_DELIMITER, FileMemory
 from memstrata.memory.format import parse_entries
-from memstrata.tools.memory import MEMORY_TOOL_SCHEMA, MemoryTool
+from memstrata.memory.tool import MEMORY_TOOL_SCHEMA, MemoryTool
 from memstrata.tools.toolbox import Toolbox, dispatch_tool, parse_arguments, to_anthropic_schema
 
 ECHO_SCHEMA = {

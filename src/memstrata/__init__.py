@@ -8,7 +8,8 @@ The layers and their main types:
   (``MemoryTool``, ``dispatch_tool``, ``Toolbox``), write approval (``PendingWrites``);
 - L1.5 providers: ``MemoryProvider``, ``BuiltinMemoryProvider``, ``MemoryManager``, the
   bundled ``FactsProvider`` over ``FactStore``;
-- L2 sessions: ``SessionStore``, ``search_messages``, ``search_sessions``, ``rank_query``,
+- L2 sessions: ``SessionStore`` (and ``SessionStoreContract``, what every backend keeps),
+  ``search_messages``, ``search_sessions``, ``rank_query``,
   hybrid recall (``Embedder``, ``index_pending``) and ``expand_query``;
 - beyond the seed: ``Curator`` with ``MemoryHistory`` (audit and undo), ``RememberTool``,
   ``forget``, ``run_doctor``, ``import_source`` / ``export_sessions``;
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from memstrata.memory.curator import CurationReport, Curator
     from memstrata.memory.files import FileMemory, WriteResult
     from memstrata.memory.history import MemoryChange, MemoryHistory
+    from memstrata.memory.tool import MEMORY_TOOL_SCHEMA, MemoryTool
     from memstrata.ops.doctor import DoctorReport, Finding, run_doctor
     from memstrata.ops.export import export_memory, export_sessions
     from memstrata.ops.forget import ForgetPlan, ForgetReport, forget, plan_forget
@@ -62,7 +64,8 @@ if TYPE_CHECKING:
         build_memory_context_block,
         sanitize_context,
     )
-    from memstrata.providers.base import BuiltinMemoryProvider, MemoryProvider, MemoryWriteMetadata
+    from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
+    from memstrata.providers.builtin import BuiltinMemoryProvider
     from memstrata.providers.facts.provider import FactsProvider
     from memstrata.providers.facts.store import FactStore
     from memstrata.providers.manager import MemoryManager
@@ -76,9 +79,9 @@ if TYPE_CHECKING:
     from memstrata.search.openai_embedder import OpenAIEmbedder
     from memstrata.search.recall import session_search
     from memstrata.store.base import rank_query, search_messages, search_sessions
+    from memstrata.store.contract import SessionStoreContract
     from memstrata.store.postgres import PostgresMemory, PostgresSessionStore
     from memstrata.store.sqlite.store import SessionStore
-    from memstrata.tools.memory import MEMORY_TOOL_SCHEMA, MemoryTool
     from memstrata.tools.remember import RememberTool
     from memstrata.tools.session_search import SessionSearchTool
     from memstrata.tools.toolbox import Toolbox, dispatch_tool
@@ -92,7 +95,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 _EXPORTS: dict[str, str] = {
     "Agent": "memstrata.agent.loop",
     "AnthropicClient": "memstrata.llm",
-    "BuiltinMemoryProvider": "memstrata.providers.base",
+    "BuiltinMemoryProvider": "memstrata.providers.builtin",
     "Completion": "memstrata.llm",
     "CompressionResult": "memstrata.compress.compressor",
     "CompressionSettings": "memstrata.compress.steps",
@@ -111,13 +114,13 @@ _EXPORTS: dict[str, str] = {
     "ForgetReport": "memstrata.ops.forget",
     "ImportReport": "memstrata.ops.importing",
     "LLMClient": "memstrata.llm",
-    "MEMORY_TOOL_SCHEMA": "memstrata.tools.memory",
+    "MEMORY_TOOL_SCHEMA": "memstrata.memory.tool",
     "Mem0Provider": "memstrata.providers.mem0.provider",
     "MemoryChange": "memstrata.memory.history",
     "MemoryHistory": "memstrata.memory.history",
     "MemoryManager": "memstrata.providers.manager",
     "MemoryProvider": "memstrata.providers.base",
-    "MemoryTool": "memstrata.tools.memory",
+    "MemoryTool": "memstrata.memory.tool",
     "MemoryWriteMetadata": "memstrata.providers.base",
     "MemstrataError": "memstrata.errors",
     "MigrationReport": "memstrata.ops.migrate",
@@ -133,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "RememberTool": "memstrata.tools.remember",
     "SessionSearchTool": "memstrata.tools.session_search",
     "SessionStore": "memstrata.store.sqlite.store",
+    "SessionStoreContract": "memstrata.store.contract",
     "StreamingContextScrubber": "memstrata.prompt.fencing",
     "ThreatFinding": "memstrata.scanner.scan",
     "TokenUsage": "memstrata.llm",
@@ -215,6 +219,7 @@ __all__ = [
     "RememberTool",
     "SessionSearchTool",
     "SessionStore",
+    "SessionStoreContract",
     "StreamingContextScrubber",
     "ThreatFinding",
     "TokenUsage",

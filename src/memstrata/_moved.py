@@ -62,7 +62,7 @@ MOVED: dict[str, str] = {
     "memory_core": "memory.core",
     "memory_format": "memory.format",
     "memory_history": "memory.history",
-    "memory_tool": "tools.memory",
+    "memory_tool": "memory.tool",
     "migrate": "ops.migrate",
     "migrations": "store.sqlite.migrations",
     "plugins": "providers.plugins",
@@ -85,6 +85,7 @@ MOVED: dict[str, str] = {
     "titles": "store.titles",
     "truncate": "search.truncate",
     "postgres.memory": "memory.postgres",
+    "tools.memory": "memory.tool",
     "postgres.memory_history": "memory.postgres_history",
 }
 # Kept for good: no warning.

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from memstrata.config import Config
 from memstrata.errors import ConfigError
+from memstrata.scanner.redaction import redact_dsn
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
-    from memstrata.store.sqlite.store import SessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_ONLY_OPTIONS = ("verify_indexes", "readonly")
@@ -33,7 +34,7 @@ def postgres_dsn(config: Config) -> str | None:
         return None
     if not dsn.startswith(POSTGRES_SCHEMES):
         raise ConfigError(
-            f"store.dsn must start with postgresql:// (got {dsn[:40]!r}); "
+            f"store.dsn must start with postgresql:// (got {redact_dsn(dsn)[:60]!r}); "
             "set it to '' to use the SQLite state.db in the home folder."
         )
     return dsn
@@ -49,7 +50,7 @@ def _postgres() -> Any:
         ) from exc
 
 
-def open_store(config: Config | None = None, **options: Any) -> SessionStore:
+def open_store(config: Config | None = None, **options: Any) -> SessionStoreContract:
     """The session store the configuration names (options go to the constructor)."""
     cfg = config if config is not None else Config.load()
     dsn = postgres_dsn(cfg)
@@ -62,7 +63,7 @@ def open_store(config: Config | None = None, **options: Any) -> SessionStore:
     # do not write.
     for name in SQLITE_ONLY_OPTIONS:
         options.pop(name, None)
-    store: SessionStore = _postgres().PostgresSessionStore(
+    store: SessionStoreContract = _postgres().PostgresSessionStore(
         dsn, namespace=str(cfg.get("store.namespace")), config=cfg, **options
     )
     return store

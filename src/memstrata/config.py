@@ -100,10 +100,21 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "near_duplicate_threshold": 0.85,
     },
     "mcp": {
-        # Address `memstrata mcp --transport http` listens on (loopback by default: the
-        # server has no authentication of its own; put a proxy in front to expose it).
+        # Address `memstrata mcp --transport http` listens on. Loopback by default; any
+        # other address needs a bearer token first (`memstrata mcp token`).
         "host": "127.0.0.1",
         "port": 8765,
+        # Bearer token clients must send; "" = the one `memstrata mcp token` generates and
+        # keeps in <home>/mcp_token (0600).
+        "token": "",
+        # Check the bearer token on a loopback bind too (always checked on other binds).
+        "require_token": False,
+        # Extra Host names accepted, comma-separated ("name" or "name:port"); the bound
+        # host and port are always accepted.
+        "allowed_hosts": "",
+        # Extra browser origins accepted, comma-separated ("https://app.example.com");
+        # the server's own origin is always accepted, "null" and other ports never.
+        "allowed_origins": "",
     },
     "compression": {
         "enabled": True,
@@ -175,8 +186,10 @@ def memstrata_home() -> Path:
 def ensure_home(home: Path | None = None) -> Path:
     """Create the home folder (mode 0700) if needed and return it."""
     path = home if home is not None else memstrata_home()
+    from memstrata.fileio import private_dir
+
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path)
     except OSError as exc:
         raise HomeError(
             f"Cannot create the memstrata home folder {path}: {exc.strerror or exc}. "
@@ -216,8 +229,10 @@ def _cast(section: str, key: str, value: Any, default: Any, origin: str) -> Any:
             return str(value)
     except (TypeError, ValueError):
         kind = type(default).__name__
+        from memstrata.scanner.redaction import redact_value
+
         raise ConfigError(
-            f"{name} = {value!r} (from {origin}) is not a valid {kind}. "
+            f"{name} = {redact_value(name, value)!r} (from {origin}) is not a valid {kind}. "
             f"Fix it with `memstrata config set {name} <{kind}>`; the default is {default!r}."
         ) from None
     return value
@@ -250,7 +265,7 @@ class Config:
             except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise ConfigError(
                     f"Cannot read {path}: {exc}. Fix the TOML syntax, or move the file "
-                    "aside to run on the defaults (see docs/configuration.md)."
+                    "aside to run on the defaults (see `memstrata help configuration`)."
                 ) from exc
             for section, table in data.items():
                 if section not in DEFAULTS:

@@ -10,6 +10,7 @@ turn them into model-facing or user-facing text. Every message says what to do n
     │   ├── LockTimeoutError        a lock was not acquired in time
     │   ├── AtomicWriteError        writing a file atomically failed (disk full, read-only, ...)
     │   ├── UnreadableFileError     a file exists but cannot be read or decoded; never overwritten
+    │   ├── SymlinkRefusedError     a memory file, export or import path is a symlink; not followed
     │   ├── DatabaseBusyError       SQLite stayed locked past the busy timeout and retries
     │   ├── SchemaError             the database schema is newer than this version or broken
     │   └── IndexError_             a full-text index is missing or inconsistent (fix: reindex)
@@ -18,8 +19,10 @@ turn them into model-facing or user-facing text. Every message says what to do n
     │   ├── MemoryFullError         the budget would be exceeded; carries entries and usage
     │   ├── NoMatchError            old_text matched no entry
     │   ├── AmbiguousMatchError     old_text matched several distinct entries
+    │   ├── DuplicateEntryError     an added entry says what an existing one says
     │   ├── DriftError              the file was edited outside memstrata; a .bak was written
-    │   └── InvalidMemoryArgument   an empty or malformed argument
+    │   ├── InvalidMemoryArgument   an empty or malformed argument
+    │   └── ConsolidationLimitError the memory tool refused one failed consolidation too many
     ├── SessionStoreError           an L2 session store operation was refused
     │   ├── SessionNotFoundError    no session with that id (or prefix)
     │   ├── AmbiguousSessionError   a prefix matched several sessions
@@ -72,6 +75,10 @@ class UnreadableFileError(StorageError):
     """A file exists but cannot be read or decoded; it is refused, never overwritten."""
 
 
+class SymlinkRefusedError(StorageError):
+    """A path memstrata reads or writes is a symlink; it is refused, never followed."""
+
+
 class DatabaseBusyError(StorageError):
     """The database stayed locked past the busy timeout and the retries."""
 
@@ -112,12 +119,23 @@ class AmbiguousMatchError(CuratedMemoryError):
     """``old_text`` matched several distinct entries."""
 
 
+class DuplicateEntryError(CuratedMemoryError):
+    """An added entry differs from an existing one only in case, width or punctuation."""
+
+
 class DriftError(CuratedMemoryError):
     """The memory file was changed outside memstrata; it was backed up, not overwritten."""
 
 
 class InvalidMemoryArgument(CuratedMemoryError):
     """An argument of a memory operation is empty or malformed."""
+
+
+class ConsolidationLimitError(CuratedMemoryError):
+    """The memory tool saw too many failed consolidations in one turn.
+
+    Its ``details`` say ``done``: the model should stop retrying and answer the user.
+    """
 
 
 class SessionStoreError(MemstrataError):

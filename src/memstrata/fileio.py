@@ -2,8 +2,12 @@
 
 ``atomic_write`` writes a temp file in the same folder, flushes and fsyncs it, then
 ``os.replace``s it over the target and fsyncs the folder, so a reader sees either the old
-bytes or the new ones and a crash at any moment leaves one of the two. A symlinked target
-keeps its link: the real file behind it is replaced.
+bytes or the new ones and a crash at any moment leaves one of the two.
+
+Symlinks are refused, not followed, unless a caller asks otherwise: a link planted in
+the home (``MEMORY.md`` -> ``~/.ssh/id_rsa``, an export's ``USER.md`` -> any local file)
+would otherwise redirect a write onto another file or a read into the system prompt.
+Folders and files memstrata creates are 0700 and 0600 whatever the umask.
 
 ``file_lock`` is an exclusive advisory lock on a separate ``.lock`` file. The lock file is
 0600, refused if it is a symlink, and never unlinked: unlinking a lock file while another
@@ -26,7 +30,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from memstrata.errors import AtomicWriteError, LockTimeoutError, StorageError, UnreadableFileError
+from memstrata.errors import (
+    AtomicWriteError,
+    LockTimeoutError,
+    StorageError,
+    SymlinkRefusedError,
+    UnreadableFileError,
+)
 
 TEMP_SUFFIX = ".tmp"
 
@@ -38,6 +48,96 @@ def _temp_prefix(target: Path) -> str:
 def real_path(path: Path) -> Path:
     """Follow a symlink chain so writes replace the real file and keep the link."""
     return path.resolve() if path.is_symlink() else path
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def symlink_refused(path: Path, what: str = "this file") -> SymlinkRefusedError:
+    """The error for a symlink at ``path``, naming where it points and the fix."""
+    try:
+        points = f" (it points to {os.readlink(path)})"
+    except OSError:
+        points = ""
+    return SymlinkRefusedError(
+        f"Refusing to follow the symlink {path}{points}: memstrata never reads or writes "
+        f"{what} through a link, which could point it at any other file. Replace the link "
+        "with a regular file (or remove it), then retry."
+    )
+
+
+def refuse_symlink(path: Path, what: str = "this file") -> None:
+    """Raise :class:`SymlinkRefusedError` when ``path`` is a symlink (dangling ones too)."""
+    try:
+        linked = Path(path).is_symlink()
+    except OSError:
+        return  # not searchable: the read or write that follows says why
+    if linked:
+        raise symlink_refused(Path(path), what)
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` and any missing parents 0700, whatever the umask; return it.
+
+    ``Path.mkdir(parents=True)`` creates the parents with the default 0777 & ~umask,
+    which is how a home created for ``memories/`` used to end up 0755. Folders that
+    already exist are left as they are.
+    """
+    path = Path(path)
+    missing: list[Path] = []
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue  # another process made it first
+        os.chmod(folder, 0o700)  # mkdir's mode is masked by the umask; chmod is not
+    return path
+
+
+def create_private_file(path: Path) -> None:
+    """Create ``path`` empty and 0600 if it does not exist (never through a symlink).
+
+    SQLite creates a database 0644 and gives its ``-wal``/``-shm`` files the database's
+    mode, so a database made by memstrata is created here first.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    except FileExistsError:
+        refuse_symlink(path, "a database")
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def open_private_output(path: Path, *, overwrite: bool, what: str = "an export") -> int:
+    """Open ``path`` for writing as a 0600 file and return the descriptor.
+
+    A symlink (dangling or not) is refused; an existing file is refused unless
+    ``overwrite``. Raises :class:`StorageError` naming the path and the fix.
+    """
+    path = Path(path)
+    refuse_symlink(path, what)
+    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | (os.O_TRUNC if overwrite else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise StorageError(
+            f"{path} already exists. Choose another file, or pass --overwrite to replace it."
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_refused(path, what) from None
+        raise AtomicWriteError(
+            f"Cannot write {path}: {exc.strerror or exc}. {_fix_for(exc, path)}"
+        ) from exc
+    os.fchmod(fd, 0o600)  # an existing file keeps its old mode through O_TRUNC
+    return fd
 
 
 def _fix_for(exc: OSError, path: Path) -> str:
@@ -82,7 +182,12 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def atomic_write(
-    path: Path, data: str | bytes, *, mode: int = 0o600, sync_folder: bool = True
+    path: Path,
+    data: str | bytes,
+    *,
+    mode: int = 0o600,
+    sync_folder: bool = True,
+    follow_symlinks: bool = False,
 ) -> None:
     """Replace ``path`` with ``data`` atomically and durably.
 
@@ -91,9 +196,14 @@ def atomic_write(
     survive a power cut; it costs a second journal commit (about as much as the first),
     so callers that follow the ``store.durability = "normal"`` policy skip it.
 
+    A symlink at ``path`` is refused (:class:`SymlinkRefusedError`) unless
+    ``follow_symlinks``, when the real file behind it is replaced and the link kept.
+
     Raises :class:`AtomicWriteError` (previous content intact, temp file removed) on any
     failure, with the fix in the message (disk full, read-only, permission denied).
     """
+    if not follow_symlinks:
+        refuse_symlink(Path(path))
     try:
         target = real_path(Path(path))
     except OSError as exc:  # lstat needs search permission on the folder
@@ -145,18 +255,23 @@ def remove_stale_temps(path: Path) -> int:
     return removed
 
 
-def read_text(path: Path) -> str | None:
+def read_text(path: Path, *, follow_symlinks: bool = True) -> str | None:
     """Return the file's text, ``None`` if it does not exist.
+
+    Without ``follow_symlinks`` a symlink at ``path`` raises :class:`SymlinkRefusedError`
+    (checked on the open itself, so a link swapped in meanwhile is refused too).
 
     Raises :class:`UnreadableFileError` when it exists but cannot be read or is not
     UTF-8, so callers refuse to work on it instead of overwriting it as if it were empty.
     A leading byte-order mark is dropped.
     """
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bytes(Path(path), follow_symlinks=follow_symlinks)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise symlink_refused(Path(path)) from None
         fix = (
             _ownership_fix(Path(path))
             if exc.errno in (errno.EACCES, errno.EPERM)
@@ -174,6 +289,17 @@ def read_text(path: Path) -> str | None:
             "re-save it as UTF-8 or move it aside, then retry."
         ) from exc
     return text.removeprefix("\ufeff")
+
+
+def read_bytes(path: Path, *, follow_symlinks: bool = True) -> bytes:
+    """The file's bytes; OSError as ``open`` raises it (ELOOP for a refused symlink)."""
+    if follow_symlinks:
+        return Path(path).read_bytes()
+    if Path(path).is_symlink():
+        raise OSError(errno.ELOOP, "symlink", str(path))
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def _lock_timeout_error(lock_path: Path, timeout: float) -> LockTimeoutError:

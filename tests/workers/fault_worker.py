@@ -41,7 +41,7 @@ from memstrata.cli.common import run_cli
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.memory.format import parse_entries
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 from memstrata.tools.session_search import SessionSearchTool
 from memstrata.tools.toolbox import Toolbox
 

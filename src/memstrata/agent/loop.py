@@ -148,6 +148,9 @@ class Agent(Closing):
         self.manager = manager if manager is not None else MemoryManager.from_config(self.config)
         self.memory: CuratedMemory = self.manager.memory
         self.toolbox = toolbox if toolbox is not None else Toolbox()
+        # The memory tool and the providers' tools run in the same toolbox as the rest,
+        # so one edge turns every tool error into the model's text.
+        self.toolbox.register_provider_tools(self.manager)
         self.search_tool: SessionSearchTool | None = None
         if "session_search" not in self.toolbox:
             self.search_tool = SessionSearchTool(store=self.store, config=self.config)
@@ -335,15 +338,8 @@ class Agent(Closing):
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools offered to the model: the manager's (memory, providers), then the
-        toolbox's (session_search, extras), one definition per name."""
-        schemas = self.manager.get_tool_schemas()
-        names = {s["function"]["name"] for s in schemas}
-        for schema in self.toolbox.schemas():
-            name = schema.get("function", {}).get("name")
-            if name not in names:
-                schemas.append(schema)
-                names.add(name)
-        return schemas
+        toolbox's own (session_search, extras), one definition per name."""
+        return self.toolbox.schemas()
 
     def tool_names(self) -> list[str]:
         """Names of the tools offered to the model."""
@@ -520,18 +516,10 @@ class Agent(Closing):
     def dispatch_tool_call(self, call: ToolCall) -> str:
         """Run one tool call and return the model-facing JSON; never raises.
 
-        Memory and provider tools go through the manager (which mirrors memory writes to
-        external providers); every other tool through the toolbox.
+        Every tool (memory, providers', session_search, extras) runs in the toolbox;
+        memory writes reach the external providers through the memory's write listener.
         """
-        if self.manager.has_tool(call.name):
-            return self.manager.handle_tool_call(call.name, call.arguments)
-        if call.name in self.toolbox:
-            return self.toolbox.dispatch(call.name, call.arguments)
-        known = ", ".join(self.tool_names()) or "(none)"
-        return json.dumps(
-            error_response(f"Unknown tool '{call.name}'. Available tools: {known}."),
-            ensure_ascii=False,
-        )
+        return self.toolbox.dispatch(call.name, call.arguments)
 
     def _append_tool_errors(self, calls: Sequence[ToolCall], content: str) -> None:
         self._append([tool_message(c.id, c.name, content) for c in calls])

@@ -14,7 +14,7 @@ import click
 
 from memstrata.cli.common import CONTEXT_SETTINGS
 from memstrata.config import Config, ensure_home
-from memstrata.errors import LLMError, LLMNotConfiguredError, MemstrataError, SessionNotFoundError
+from memstrata.errors import LLMError, LLMNotConfiguredError, MemstrataError
 from memstrata.llm.types import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -145,11 +145,14 @@ class _Chat:
         if not rows:
             click.echo("No stored conversations yet.")
             return True
+        short = self.agent.store.short_ids(row["id"] for row in rows)
         for row in rows:
             mark = "*" if self.agent.session_id in row["session_ids"] else " "
             title = row.get("title") or "(untitled)"
             preview = " ".join(str(row.get("preview") or "").split())[:60]
-            click.echo(f"{mark} {row['id']}  {title}  {row['message_count']} msgs  {preview}")
+            click.echo(
+                f"{mark} {short[row['id']]}  {title}  {row['message_count']} msgs  {preview}"
+            )
         return True
 
     def resume(self, arg: str) -> bool:
@@ -157,13 +160,7 @@ class _Chat:
             click.echo("Usage: /resume ID|TITLE (see /sessions)")
             return True
         store = self.agent.store
-        try:
-            ref = store.resolve_session_id(arg)
-        except SessionNotFoundError:
-            by_title = store.resolve_session_by_title(arg)
-            if by_title is None:
-                raise
-            ref = by_title
+        ref = store.resolve_session(arg)
         session = self.agent.resume(ref)
         count = len(self.agent.messages)
         click.echo(f"Resumed session {session} ({count} messages).")
@@ -251,7 +248,12 @@ def _turn(agent: Agent, line: str) -> None:
 
 
 @click.command("chat", context_settings=CONTEXT_SETTINGS)
-@click.option("--model", "-m", default=None, help="Model name (default: llm.model).")
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help="Model name (default: llm.model); 'demo' runs a scripted offline demo model.",
+)
 @click.option("--resume", "resume_ref", default=None, help="Continue a session (id or title).")
 @click.option("--title", default=None, help="Title of the new session.")
 @click.option("--system", "system_message", default=None, help="Extra system message.")
@@ -277,21 +279,30 @@ def chat_command(
     endpoint in llm.base_url / OPENAI_BASE_URL with the key in llm.api_key /
     OPENAI_API_KEY. Type /help in the chat for the slash commands.
 
+    --model demo needs no model at all: a scripted offline stand-in (labelled [demo])
+    that saves and reads memories and searches past sessions with the real tools.
+
     \b
     Example:
+        memstrata chat --model demo
         export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 MEMSTRATA_MODEL=qwen2.5
         memstrata chat --title "Trip planning"
     """
     from memstrata.agent.loop import Agent
+    from memstrata.llm.demo import DEMO_BANNER, DEMO_MODEL, DemoClient
     from memstrata.llm.settings import client_for
+    from memstrata.llm.types import LLMClient
 
     config = Config.load()
+    client: LLMClient
+    demo = (model or "").strip().lower() == DEMO_MODEL
     try:
-        client = client_for("main", config, model=model)
+        client = DemoClient() if demo else client_for("main", config, model=model)
     except LLMNotConfiguredError as exc:
         raise click.ClickException(
             f"{exc}\nQuick start: export OPENAI_BASE_URL=... OPENAI_API_KEY=... "
-            "MEMSTRATA_MODEL=..., or run `memstrata config set llm.model MODEL`."
+            "MEMSTRATA_MODEL=..., or run `memstrata config set llm.model MODEL`. To try "
+            "memstrata with no model at all: `memstrata chat --model demo`."
         ) from None
     with _chat_logging(config.home):
         agent = Agent(
@@ -312,6 +323,8 @@ def chat_command(
                 f"memstrata chat - session {agent.session_id}, model {client.model}. "
                 "Type /help for commands, Ctrl-D to leave."
             )
+            if demo:
+                click.secho(DEMO_BANNER, fg="yellow")
             while True:
                 try:
                     line = input(PROMPT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,12 +17,16 @@ from memstrata.errors import MemstrataError
 if TYPE_CHECKING:
     from memstrata.config import Config
     from memstrata.memory.core import CuratedMemory
+    from memstrata.memory.writes import MemoryWrite
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 def run_cli(group: click.Group) -> None:
-    """Run ``group``; a MemstrataError becomes ``Error: <message>`` and exit code 1."""
+    """Run ``group`` and exit with its verdict: 0 ok, 1 problems found (or an error), 2 usage.
+
+    A MemstrataError becomes ``Error: <message>`` and exit code 1.
+    """
     for arg in sys.argv[1:]:
         # Bytes that are not UTF-8 reach Python as lone surrogates, which no file,
         # database or terminal can take: refuse them here, once, for every command.
@@ -35,7 +39,10 @@ def run_cli(group: click.Group) -> None:
             )
             sys.exit(2)
     try:
-        group.main(standalone_mode=False)
+        # Outside standalone mode click hands back the code a command exits with
+        # (``raise click.exceptions.Exit(1)`` for "problems found") instead of exiting;
+        # dropping it would let `doctor` report errors to cron or CI with status 0.
+        code = group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
@@ -52,6 +59,9 @@ def run_cli(group: click.Group) -> None:
         sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    # Command callbacks return None (mypy holds them to it), so an int here is an exit code.
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
 
 
 def os_error_text(exc: OSError) -> str:
@@ -70,14 +80,63 @@ def os_error_text(exc: OSError) -> str:
 def open_cli_memory(config: Config) -> CuratedMemory:
     """The curated memory ``store.dsn`` names (files, or PostgreSQL rows), closed with the
     command. Editing the files while agents read PostgreSQL rows would change nothing
-    they see; writes made here are the user's own, so the history names the CLI."""
+    they see; writes made here are the user's own, so the history names the CLI.
+
+    When ``memory.provider`` names an external provider, the writes made by the command
+    are mirrored to it (``on_memory_write``, origin ``cli``) as the command closes. The
+    provider is started only then, and only if something was written: reads and a
+    command without a provider stay as fast as the file access.
+    """
     from memstrata.backends import open_memory
     from memstrata.closing import Closing
 
     memory = open_memory(config, actor="cli")
+    context = click.get_current_context()
+    if str(config.get("memory.provider")).strip():
+        writes: list[MemoryWrite] = []
+        stop = memory.add_write_listener(writes.append)
+        context.call_on_close(lambda: _mirror_cli_writes(config, memory, writes, stop))
     if isinstance(memory, Closing):
-        click.get_current_context().call_on_close(memory.close)
+        context.call_on_close(memory.close)
     return memory
+
+
+def _mirror_cli_writes(
+    config: Config, memory: CuratedMemory, writes: list[MemoryWrite], stop: Callable[[], None]
+) -> None:
+    stop()
+    if not writes:
+        return
+    from memstrata.providers.manager import MemoryManager
+
+    try:
+        manager = MemoryManager.from_config(config, memory=memory)
+    except MemstrataError as exc:
+        click.echo(
+            f"Warning: the write was saved but not mirrored to memory.provider: {exc}",
+            err=True,
+        )
+        return
+    try:
+        manager.initialize_all("cli", platform="cli")
+        for write in writes:
+            manager.notify_memory_write(
+                write.action,
+                write.target,
+                write.content,
+                origin=write.origin,
+                old_text=write.old_text,
+                batch_index=write.batch_index,
+                batch_size=write.batch_size,
+            )
+    finally:
+        report = manager.shutdown_all()
+    if not report.drained:
+        click.echo(
+            "Warning: the memory provider did not take the write within "
+            f"{manager.sync_drain_timeout:g} s; it was saved here but not mirrored.",
+            err=True,
+        )
 
 
 def echo_json(data: Any) -> None:
@@ -85,8 +144,16 @@ def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
+# Columns holding what a person types back into another command: a narrow terminal
+# squeezes the other columns instead, since a cut id ("2026…") resolves to nothing.
+WHOLE_COLUMNS = frozenset({"id", "session"})
+
+
 def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str = "") -> None:
-    """Print a rich table in a terminal; tab-separated lines under a header row when piped."""
+    """Print a rich table in a terminal; tab-separated lines under a header row when piped.
+
+    Cells of the ``id`` and ``session`` columns are never cut short.
+    """
     rows = list(rows)
     if not sys.stdout.isatty():
         # The header row lets scripts (cut, awk, pandas) address columns by name.
@@ -94,11 +161,25 @@ def echo_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str
             click.echo("\t".join(_cell(v) for v in row))
         return
     table = Table(title=title or None)
-    for col in columns:
-        table.add_column(col)
+    for index, col in enumerate(columns):
+        if col in WHOLE_COLUMNS:
+            width = max((len(_cell(row[index])) for row in rows), default=0)
+            table.add_column(col, no_wrap=True, min_width=max(width, len(col)))
+        else:
+            table.add_column(col)
     for row in rows:
         table.add_row(*(_cell(v) for v in row))
     Console().print(table)
+
+
+def shown_ids(store: Any, session_ids: Iterable[str]) -> dict[str, str]:
+    """How a table shows each session id: in a terminal the shortest prefix that every
+    command resolves (a full id overflows 80 columns); piped, the full id, since a
+    script may keep it while new sessions make a short prefix ambiguous."""
+    ids = list(session_ids)
+    if not sys.stdout.isatty():
+        return {sid: sid for sid in ids}
+    return dict(store.short_ids(ids))
 
 
 def _cell(value: Any) -> str:

@@ -8,6 +8,7 @@ import tomlkit
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json
 from memstrata.config import CONFIG_FILENAME, Config, ensure_home, memstrata_home, parse_assignment
 from memstrata.fileio import atomic_write, file_lock, read_text
+from memstrata.scanner.redaction import redact_data, redact_value
 
 
 @click.group("config", context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
@@ -33,14 +34,15 @@ def config_show(as_json: bool) -> None:
         memstrata config show --json
     """
     cfg = Config.load()
+    # Secret-like keys are masked and DSN passwords hidden, in both forms alike.
+    shown = {s: redact_data(dict(v)) for s, v in cfg.values.items()}
     if as_json:
-        echo_json({s: dict(v) for s, v in cfg.values.items()})
+        echo_json(shown)
         return
-    for section, values in cfg.values.items():
+    for section, values in shown.items():
         click.echo(f"[{section}]")
         for key, value in values.items():
-            shown = "***" if key == "api_key" and value else value
-            click.echo(f"{key} = {shown!r}")
+            click.echo(f"{key} = {value!r}")
         click.echo()
 
 
@@ -64,9 +66,10 @@ def config_set(key: str, value: str) -> None:
             table = tomlkit.table()
             doc[section] = table
         table[name] = cast
-        atomic_write(path, tomlkit.dumps(doc))
+        # A config.toml linked from a dotfiles folder is a user's choice: write the real file.
+        atomic_write(path, tomlkit.dumps(doc), follow_symlinks=True)
     Config.load()  # refuse nothing silently: re-validate the whole file now
-    click.echo(f"{key} = {cast!r}")
+    click.echo(f"{key} = {redact_value(key, cast)!r}")
 
 
 @config_group.command("path")

@@ -15,17 +15,18 @@ from rich.progress import Progress, TaskID
 from memstrata.backends import open_memory, open_store
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, progress_bar
 from memstrata.errors import AtomicWriteError
+from memstrata.fileio import private_dir, refuse_symlink
 from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.ops.export import export_memory, export_sessions
 from memstrata.ops.importing.memstrata_jsonl import SESSIONS_FILE
-from memstrata.ops.importing.store_api import ExportStore
+from memstrata.store.contract import SessionStoreContract
 
 MARKDOWN_FILE = "sessions.md"
 
 
 def _write(
     path: Path,
-    store: ExportStore,
+    store: SessionStoreContract,
     fmt: str,
     ids: list[str] | None,
     progress: Callable[[int, int], None],
@@ -103,20 +104,23 @@ def export_command(
     targets = [out_dir / (SESSIONS_FILE if kind == "jsonl" else MARKDOWN_FILE) for kind in formats]
     if not no_memory:
         targets += [out_dir / "memories" / FILE_NAMES[t] for t in TARGETS]
-    taken = [str(p.relative_to(out_dir)) for p in targets if p.exists()]
+    for path in [out_dir / "memories", *targets]:
+        # A planted link would redirect the export onto another file, even a dangling one.
+        refuse_symlink(path, "an export")
+    taken = [str(p.relative_to(out_dir)) for p in targets if os.path.lexists(p)]
     if taken and not overwrite:
         # An earlier export (a backup, perhaps the only one) would be replaced silently.
         raise click.ClickException(
             f"{out_dir} already holds {', '.join(taken)} (an earlier export?). Choose another "
             "--out folder, or pass --overwrite to replace them."
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     ids = list(sessions) or None
     files: list[str] = []
     count = 0
     with open_store() as store, progress_bar() as bar:
         if ids is not None:
-            ids = [store.resolve_session_id(ref) for ref in ids]
+            ids = [store.resolve_session(ref) for ref in ids]
         for kind in formats:
             path = out_dir / (SESSIONS_FILE if kind == "jsonl" else MARKDOWN_FILE)
             task = bar.add_task(f"export {path.name}", total=None)

@@ -7,9 +7,18 @@ from datetime import datetime
 import click
 
 from memstrata.backends import open_store
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, progress_bar
+from memstrata.cli.common import (
+    CONTEXT_SETTINGS,
+    echo_json,
+    echo_table,
+    open_cli_memory,
+    progress_bar,
+)
+from memstrata.config import Config
 from memstrata.errors import MemstrataError
-from memstrata.ops.forget import ForgetPlan, forget, plan_forget
+from memstrata.memory.core import CuratedMemory
+from memstrata.memory.format import FILE_NAMES, TARGETS
+from memstrata.ops.forget import ForgetPlan, forget, history_terms, plan_forget
 from memstrata.tools.session_search import parse_time
 
 
@@ -24,9 +33,24 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M") if ts else ""
 
 
+def _still_in_memory(memory: CuratedMemory | None, query: str | None) -> list[str]:
+    """The live memory files that still hold every term of ``query``."""
+    if memory is None or query is None:
+        return []
+    terms = history_terms(query)
+    return [
+        FILE_NAMES[target]
+        for target in TARGETS
+        if terms and all(t in "\n".join(memory.entries(target)).casefold() for t in terms)
+    ]
+
+
 def _show_plan(plan: ForgetPlan) -> None:
     if plan.session_ids:
         click.echo(f"Sessions: {', '.join(plan.session_ids)}")
+    if plan.memory_changes:
+        ids = ", ".join(str(i) for i in plan.memory_changes)
+        click.echo(f"Memory history changes: {ids}")
     echo_table(
         ["message", "session", "role", "when", "text"],
         [
@@ -91,6 +115,10 @@ def forget_command(
         raise click.UsageError(
             "Say what to forget: a SESSION id, --message ID, --query TEXT or --since/--until."
         )
+    # A query also finds the curated-memory history rows holding it (a secret removed
+    # with `memory remove` stays in the history until forgotten).
+    memory = open_cli_memory(Config.load()) if query is not None else None
+    history = memory.history if memory is not None else None
     with open_store() as store:
         plan = plan_forget(
             store,
@@ -101,6 +129,7 @@ def forget_command(
             since=_time(since, "since"),
             until=_time(until, "until", end_of_day=True),
             max_messages=max_messages,
+            memory_history=history,
         )
         if plan.is_empty:
             if as_json:
@@ -122,7 +151,8 @@ def forget_command(
         with progress_bar() as bar:
             # Indeterminate: the index merge that scrubs the file is one long statement.
             bar.add_task("forgetting" if no_scrub else "forgetting and scrubbing", total=None)
-            report = forget(store, plan, scrub=not no_scrub)
+            report = forget(store, plan, scrub=not no_scrub, memory_history=history)
+        still = _still_in_memory(memory, query)
     if as_json:
         echo_json({"dry_run": False, "plan": plan.as_dict(), "report": report.as_dict()})
         return
@@ -131,3 +161,9 @@ def forget_command(
         click.echo(f"Sessions deleted: {', '.join(report.sessions)}")
     if report.scrubbed:
         click.echo("Freed space overwritten; full-text indexes merged.")
+    if still:
+        click.echo(
+            f"{' and '.join(still)} still hold(s) it: remove the entry with "
+            "`memstrata memory remove`, then run this again to clear the history of it.",
+            err=True,
+        )

@@ -20,7 +20,7 @@ def _with_store(config: Config, dsn: str | None, namespace: str | None) -> Confi
     return dataclasses.replace(config, values={**config.values, "store": store})
 
 
-@click.command("mcp", context_settings=CONTEXT_SETTINGS)
+@click.group("mcp", context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
@@ -41,8 +41,14 @@ def _with_store(config: Config, dsn: str | None, namespace: str | None) -> Confi
     help="PostgreSQL DSN for sessions and memory (overrides store.dsn; needs memstrata[postgres]).",
 )
 @click.option("--namespace", default=None, help="PostgreSQL tenant (overrides store.namespace).")
+@click.pass_context
 def mcp_command(
-    transport: str, host: str | None, port: int | None, dsn: str | None, namespace: str | None
+    ctx: click.Context,
+    transport: str,
+    host: str | None,
+    port: int | None,
+    dsn: str | None,
+    namespace: str | None,
 ) -> None:
     """Serve the memory and session_search tools to MCP clients.
 
@@ -56,7 +62,18 @@ def mcp_command(
         memstrata mcp                                   # stdio, for Claude Desktop or Cursor
         memstrata mcp --transport http --port 8765      # http://127.0.0.1:8765/mcp
         memstrata mcp --transport http --dsn postgresql://127.0.0.1:5432/memstrata
+        memstrata mcp token                             # the bearer token HTTP clients send
+
+    Any --host other than loopback needs a bearer token: create it first with
+    `memstrata mcp token`.
     """
+    if ctx.invoked_subcommand is not None:
+        if (transport, host, port, dsn, namespace) != ("stdio", None, None, None, None):
+            raise click.UsageError(
+                f"Server options go before nothing else: `memstrata mcp {ctx.invoked_subcommand}` "
+                "takes its own options only."
+            )
+        return
     from memstrata.mcp.server import require_mcp, run
     from memstrata.mcp.service import MemoryService
 
@@ -71,3 +88,21 @@ def mcp_command(
         run(service, "http" if transport == "http" else "stdio", host=host, port=port)
     finally:
         service.close()
+
+
+@mcp_command.command("token")
+@click.option("--rotate", is_flag=True, help="Replace the token (clients need the new one).")
+def mcp_token(rotate: bool) -> None:
+    """Print the bearer token HTTP clients send (created 0600 on first use).
+
+    Clients send it as 'Authorization: Bearer <token>'. It is required on every
+    non-loopback --host, and on loopback when mcp.require_token is on.
+
+    \b
+    Example:
+        memstrata mcp token
+        memstrata mcp token --rotate
+    """
+    from memstrata.mcp.token import load_or_create_token
+
+    click.echo(load_or_create_token(Config.load(), rotate=rotate))

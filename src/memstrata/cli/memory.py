@@ -24,7 +24,7 @@ from memstrata.memory.core import CuratedMemory
 from memstrata.memory.files import FileMemory, Target, WriteResult
 from memstrata.memory.format import FILE_NAMES
 from memstrata.memory.history import MemoryChange
-from memstrata.tools.memory import MemoryTool
+from memstrata.memory.tool import MemoryTool
 
 if TYPE_CHECKING:
     from memstrata.memory.postgres import PostgresMemory
@@ -279,27 +279,91 @@ def memory_add(content: str, target: Target, as_json: bool) -> None:
 @target_option
 @json_option
 def memory_replace(old_text: str, content: str, target: Target, as_json: bool) -> None:
-    """Replace the entry containing OLD_TEXT with CONTENT (- reads standard input).
+    """Replace the entry containing OLD_TEXT (or #N of `memory list`) with CONTENT.
+
+    CONTENT - reads standard input.
 
     \b
     Example:
         memstrata memory replace "pnpm" "Project uses pnpm 9 workspaces" --target memory
     """
-    _echo_result(_memory().replace(target, old_text, _content_arg(content)), as_json)
+    memory = _memory()
+    old = _designated(memory, target, old_text, None)
+    _echo_result(memory.replace(target, old, _content_arg(content)), as_json)
+
+
+def _by_number(memory: CuratedMemory, target: Target, number: int) -> str:
+    """The text of entry ``number`` as `memory list` numbers it (1-based)."""
+    entries = memory.entries(target)
+    if not 1 <= number <= len(entries):
+        listing = f"\n{_numbered(entries)}" if entries else ""
+        raise click.ClickException(
+            f"{FILE_NAMES[target]} has no entry #{number}: it holds {len(entries)} "
+            f"(see `memstrata memory list`).{listing}"
+        )
+    return entries[number - 1]
+
+
+def _designated(memory: CuratedMemory, target: Target, old_text: str, index: int | None) -> str:
+    """The text that designates one entry: OLD_TEXT, ``#N`` or ``--index N``.
+
+    A bare number is read as text when it occurs in an entry ("Born in 1992" for 2): when
+    it is also a list number, both readings are shown and the command is refused, since
+    guessing would delete the wrong entry one time in two.
+    """
+    if index is not None:
+        if old_text:
+            raise click.UsageError("Give OLD_TEXT or --index, not both.")
+        return _by_number(memory, target, index)
+    if not old_text.strip():
+        raise click.UsageError("Say which entry: OLD_TEXT, #N or --index N (see memory list).")
+    spelled = old_text.strip()
+    numeric = spelled.removeprefix("#")
+    if not (numeric.isascii() and numeric.isdigit()):
+        return old_text
+    entries = memory.entries(target)
+    number = int(numeric)
+    as_text = [e for e in entries if spelled in e]
+    if spelled.startswith("#") and not as_text:
+        return _by_number(memory, target, number)
+    if not 1 <= number <= len(entries):
+        return old_text  # only the text reading exists
+    if not as_text:
+        return entries[number - 1]
+    raise click.ClickException(
+        f"'{spelled}' could mean two entries of {FILE_NAMES[target]}:\n"
+        f"  as list number {number}: {entries[number - 1]}\n"
+        + "".join(f"  as text it occurs in: {e}\n" for e in as_text)
+        + f"Say which: `--index {number}` for the list number, or quote more of the "
+        "entry's text."
+    )
 
 
 @memory_group.command("remove")
-@click.argument("old_text")
+@click.argument("old_text", required=False, default="")
+@click.option(
+    "--index",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Remove entry N as `memory list` numbers it (also written #N).",
+)
 @target_option
 @json_option
-def memory_remove(old_text: str, target: Target, as_json: bool) -> None:
-    """Remove the entry containing OLD_TEXT.
+def memory_remove(old_text: str, index: int | None, target: Target, as_json: bool) -> None:
+    """Remove the entry containing OLD_TEXT, or entry #N of `memory list`.
+
+    Matching ignores case and full-width forms when that leaves one entry. A bare
+    number that also occurs in an entry's text is refused with both readings shown.
 
     \b
     Example:
         memstrata memory remove "pnpm"
+        memstrata memory remove '#2'
+        memstrata memory remove --index 2 --target user
     """
-    _echo_result(_memory().remove(target, old_text), as_json)
+    memory = _memory()
+    _echo_result(memory.remove(target, _designated(memory, target, old_text, index)), as_json)
 
 
 def _pending_row(write: PendingWrite) -> list[str]:

@@ -48,7 +48,7 @@ def plugins_list(as_json: bool) -> None:
     if not rows:
         click.echo(
             "No memory providers found. Install one with pip, or put one in "
-            f"{config.home / 'plugins'}/<name>/__init__.py (see docs/providers.md)."
+            f"{config.home / 'plugins'}/<name>/__init__.py (see `memstrata help providers`)."
         )
         return
     echo_table(

@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from memstrata.backends import open_store, postgres_dsn
-from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table
+from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, shown_ids
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, StorageError
 from memstrata.search.read import MAX_WINDOW
 from memstrata.search.recall import MAX_LIMIT, session_search
-from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
+from memstrata.store.contract import SessionStoreContract
+from memstrata.store.sqlite.store import DB_FILENAME
 from memstrata.tools.session_search import parse_time
 
 
@@ -24,7 +25,7 @@ def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | 
         raise click.BadParameter(str(exc), param_hint=f"--{name}") from None
 
 
-def _open(config: Config) -> SessionStore:
+def _open(config: Config) -> SessionStoreContract:
     try:
         return open_store(config)
     except StorageError:
@@ -76,7 +77,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 @click.argument("query", required=False, default="")
 @click.option(
     "--limit",
-    type=click.IntRange(1, MAX_LIMIT, clamp=True),
+    type=click.IntRange(1, MAX_LIMIT),
     default=None,
     help=f"Conversations to show (default: search.limit, max {MAX_LIMIT}).",
 )
@@ -94,7 +95,7 @@ def _print_messages(result: dict[str, Any]) -> None:
 )
 @click.option(
     "--window",
-    type=click.IntRange(1, MAX_WINDOW, clamp=True),
+    type=click.IntRange(1, MAX_WINDOW),
     default=None,
     help="Messages each side of --around (default 5).",
 )
@@ -140,6 +141,10 @@ def search_command(
                 summarize=False if no_summary else None,
                 config=config,
             )
+            listed = (
+                [r["session_id"] for r in result["results"]] if result["mode"] == "recent" else []
+            )
+            short = {} if as_json else shown_ids(store, listed)
     except MemstrataError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -150,7 +155,7 @@ def search_command(
             ("session", "title", "source", "last active", "messages", "preview"),
             (
                 (
-                    r["session_id"],
+                    short[r["session_id"]],
                     r["title"],
                     r["source"],
                     r["last_active"],

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,11 +20,12 @@ from memstrata.cli.common import (
     echo_table,
     human_bytes,
     progress_bar,
+    shown_ids,
 )
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
+from memstrata.fileio import open_private_output, refuse_symlink
 from memstrata.ops.forget import resolve_session
-from memstrata.store.sqlite.store import SessionStore
 from memstrata.tools.session_search import parse_time
 
 
@@ -80,6 +83,8 @@ def sessions_list(
             offset=offset,
             include_archived=include_archived,
         )
+        # A terminal table shows the shortest prefix each command resolves; --json full ids.
+        short = {} if as_json else shown_ids(store, [r["id"] for r in rows])
     if as_json:
         echo_json(rows)
         return
@@ -87,7 +92,7 @@ def sessions_list(
         ["id", "title", "source", "msgs", "last active", "preview"],
         [
             (
-                r["id"],
+                short[r["id"]],
                 r["title"] or "",
                 r["source"],
                 r["message_count"],
@@ -158,7 +163,9 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         _print_session(current, info, messages[current])
 
 
-def _print_session(sid: str, info: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+def _print_session(
+    sid: str, info: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
+) -> None:
     click.echo(f"{sid}  {info['title'] or ''}".rstrip())
     click.echo(
         f"source={info['source']} model={info['model'] or '-'} "
@@ -237,6 +244,7 @@ def sessions_search(
             offset=offset,
             include_inactive=include_inactive,
         )
+        short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
     if as_json:
         echo_json(hits)
         return
@@ -246,7 +254,14 @@ def sessions_search(
     echo_table(
         ["message", "session", "role", "when", "source", "snippet"],
         [
-            (h["id"], h["session_id"], h["role"], _when(h["timestamp"]), h["source"], h["snippet"])
+            (
+                h["id"],
+                short[h["session_id"]],
+                h["role"],
+                _when(h["timestamp"]),
+                h["source"],
+                h["snippet"],
+            )
             for h in hits
         ],
         title=f"Messages matching {query!r}",
@@ -283,6 +298,8 @@ def sessions_export(
         memstrata sessions export --format markdown -o sessions.md
         memstrata sessions export "Kyoto trip" --format jsonl > kyoto.jsonl
     """
+    if output is not None:
+        refuse_symlink(output, "an export")
     if output is not None and output.exists() and not overwrite:
         raise click.ClickException(
             f"{output} already exists. Choose another --output file, or pass --overwrite "
@@ -300,7 +317,16 @@ def sessions_export(
                 for member in store.get_lineage_ids(resolve_session(store, ref)):
                     if member not in ids:
                         ids.append(member)
-        handle: TextIO = output.open("w", encoding="utf-8", newline="\n") if output else sys.stdout
+        handle: TextIO = (
+            os.fdopen(
+                open_private_output(output, overwrite=overwrite),
+                "w",
+                encoding="utf-8",
+                newline="\n",
+            )
+            if output
+            else sys.stdout
+        )
         try:
             with progress_bar() as bar:
                 task = bar.add_task("exporting", total=None)
@@ -459,14 +485,9 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
         raise click.ClickException(
             "No embedder is configured: set one with `memstrata config set search.embedder "
             "minilm` (offline, English), `e5` (offline, multilingual) or `openai` "
-            "(llm.embedding_model), see docs/recall.md."
+            "(llm.embedding_model); see `memstrata help recall`."
         )
     with open_store(config) as store:
-        if not isinstance(store, SessionStore):
-            raise click.ClickException(
-                "Vectors are kept in the SQLite store only; hybrid recall is not available "
-                "with store.dsn (PostgreSQL)."
-            )
         pending = pending_count(store, embedder.name)
         total = pending if limit is None else min(limit, pending)
         with progress_bar() as bar:
@@ -565,21 +586,42 @@ def sessions_stats(as_json: bool) -> None:
     echo_table(["stat", "value"], rows, title="Session store")
 
 
+_SHARED_TABLES = (
+    "PostgreSQL keeps every namespace's rows in the same tables, so VACUUM and ANALYZE "
+    "act on all tenants at once and the server's autovacuum already runs them. Nothing "
+    "was changed. A database administrator runs them for everyone with "
+    "`memstrata sessions optimize --all-namespaces`."
+)
+
+
 @sessions_group.command("optimize")
 @click.option("--no-vacuum", is_flag=True, help="Skip the file rewrite (VACUUM).")
+@click.option(
+    "--all-namespaces",
+    is_flag=True,
+    help="PostgreSQL: VACUUM and ANALYZE the tables every namespace shares.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def sessions_optimize(no_vacuum: bool, as_json: bool) -> None:
+def sessions_optimize(no_vacuum: bool, all_namespaces: bool, as_json: bool) -> None:
     """Merge the full-text index segments, VACUUM the file and refresh planner statistics.
 
     Makes searches faster after many writes and gives freed space back to the disk;
     the store is locked for writers meanwhile (seconds on a large store). Prints the
-    file sizes before and after.
+    file sizes before and after. On PostgreSQL the tables are shared by every
+    namespace: without --all-namespaces nothing is done to them.
 
     \b
     Example:
         memstrata sessions optimize
     """
     with open_store() as store:
+        shared = getattr(store, "namespace", None) is not None
+        if shared and not all_namespaces:
+            if as_json:
+                echo_json({"steps": [], "sizes": {}, "skipped": _SHARED_TABLES})
+            else:
+                click.echo(_SHARED_TABLES)
+            return
         before = store.stats()
         steps: list[tuple[str, Any]] = [("merge full-text indexes", store.optimize)]
         if not no_vacuum:
@@ -597,7 +639,7 @@ def sessions_optimize(no_vacuum: bool, as_json: bool) -> None:
         after = store.stats()
     sizes = {
         key: {"before": before[key], "after": after[key]}
-        for key in ("db_bytes", "wal_bytes")
+        for key in ("db_bytes", "wal_bytes", "tenant_bytes")
         if key in before and key in after
     }
     if as_json:

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any
 
+from memstrata.scanner.redaction import redact_text
+
 SUMMARY_PREFIX = "[CONTEXT SUMMARY]"
 SUMMARY_PREAMBLE = (
     "Earlier turns of this conversation were compacted into the reference notes below. "
@@ -81,31 +83,6 @@ _FALLBACK_ASKS_CHARS = 3_500
 _FALLBACK_ASK_MIN_CHARS = 120
 _FALLBACK_PREVIOUS_CHARS = 3_000
 
-# Obvious secrets: provider keys, bearer tokens, key=value assignments, private keys, JWTs.
-_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (
-        re.compile(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
-            re.S,
-        ),
-        "[REDACTED PRIVATE KEY]",
-    ),
-    (re.compile(r"\b(?:sk|rk|pk)-(?:[A-Za-z0-9_-]*-)?[A-Za-z0-9_-]{16,}"), "[REDACTED]"),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}"), "[REDACTED]"),
-    (re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"), "[REDACTED]"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "[REDACTED]"),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[REDACTED]"),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), "[REDACTED]"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "[REDACTED]"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}"), r"\1 [REDACTED]"),
-    (
-        re.compile(
-            r"(?i)([\"']?\b[\w-]*(?:api[_-]?key|secret|token|passw(?:or)?d|pwd|credential)"
-            r"[\w-]*[\"']?\s*[:=]\s*)([\"']?)(?![\d.]+\b)[^\s\"',;}{]{6,}\2"
-        ),
-        r"\1\2[REDACTED]\2",
-    ),
-)
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?(?:</\1>|\Z)", re.S | re.I)
 _PATH = re.compile(
     r"(?<![\w/.~-])(?:~|\.{1,2})?(?:/[\w.@+-]+){2,}/?|(?<![\w/])[\w.-]+/[\w./-]*\.\w{1,8}\b"
@@ -117,10 +94,9 @@ _ERROR_LINE = re.compile(
 
 
 def redact_secrets(text: str) -> str:
-    """Replace obvious secrets (API keys, tokens, passwords, private keys) with [REDACTED]."""
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    """Replace obvious secrets (API keys, tokens, passwords, DSN passwords, private keys)
+    with [REDACTED]: the one redaction of :mod:`memstrata.scanner.redaction`."""
+    return redact_text(text)
 
 
 def strip_thinking(text: str) -> str:

@@ -20,11 +20,10 @@ parent_session_id=old)``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -32,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from memstrata.compress.compressor import CompressionResult, ContextCompressor
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.store.codec import check_message_keys
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 
 logger = logging.getLogger(__name__)
 
@@ -105,17 +104,6 @@ def stored_rows(
     return rows, ("\n\n".join(system) if system else None)
 
 
-@contextlib.contextmanager
-def _transaction(store: SessionStore) -> Iterator[bool]:
-    """One write transaction when the store offers it (nested calls join it)."""
-    write = getattr(store, "write", None)
-    if callable(write):
-        with write():
-            yield True
-    else:
-        yield False
-
-
 def _notify(
     new_id: str,
     parent_id: str,
@@ -137,7 +125,7 @@ def _notify(
 
 
 def split_session(
-    store: SessionStore,
+    store: SessionStoreContract,
     old_session_id: str,
     compressed_messages: Sequence[Mapping[str, Any]],
     *,
@@ -167,7 +155,7 @@ def split_session(
             f"No session {old_session_id!r} to compress: append its turns to the store first."
         )
     if in_place:
-        with _transaction(store):
+        with store.write():
             store.archive_and_compact(old_session_id, rows)
             if prompt is not None:
                 store.update_system_prompt(old_session_id, prompt)
@@ -176,19 +164,15 @@ def split_session(
 
     child = new_session_id or make_session_id()
     now = time.time()
-    with _transaction(store) as atomic:
-        try:
-            _commit_split(store, parent, child, rows, prompt, now)
-        except BaseException:
-            if not atomic:
-                _undo_split(store, old_session_id, child)
-            raise
+    # One transaction: a failure part-way leaves no half-made child behind.
+    with store.write():
+        _commit_split(store, parent, child, rows, prompt, now)
     _notify(child, old_session_id, manager, context_engine)
     return child
 
 
 def _commit_split(
-    store: SessionStore,
+    store: SessionStoreContract,
     parent: Mapping[str, Any],
     child: str,
     rows: Sequence[Mapping[str, Any]],
@@ -203,9 +187,10 @@ def _commit_split(
     # Inside the write transaction the check and the end cannot race: a second
     # compactor finds the parent ended and stops instead of creating a sibling.
     if not store.end_session(old, END_REASON, ended_at=now):
-        current = store.get_session(old) or {}
+        current = store.get_session(old)
+        reason = current["end_reason"] if current else None
         raise SessionStoreError(
-            f"Session {old!r} already ended ({current.get('end_reason')}); it cannot be "
+            f"Session {old!r} already ended ({reason}); it cannot be "
             f"split again. Continue at store.get_compression_tip({old!r})."
         )
     store.create_session(
@@ -225,17 +210,6 @@ def _commit_split(
     store.append_messages(child, rows)
 
 
-def _undo_split(store: SessionStore, old: str, child: str) -> None:
-    """Best-effort compensation for stores without transactions: parent live, no child."""
-    with contextlib.suppress(Exception):
-        if store.get_session(child) is not None:
-            store.delete_session(child)
-    with contextlib.suppress(Exception):
-        session = store.get_session(old)
-        if session is not None and session.get("end_reason") == END_REASON:
-            store.reopen_session(old)
-
-
 @dataclass(frozen=True)
 class Compaction:
     """What :func:`compact_session` did: the compressor's result and where to continue."""
@@ -251,7 +225,7 @@ class Compaction:
 
 
 def compact_session(
-    store: SessionStore,
+    store: SessionStoreContract,
     session_id: str,
     messages: Sequence[Mapping[str, Any]],
     compressor: ContextCompressor,

@@ -13,11 +13,16 @@ curator) asks :func:`client_for` for an :class:`LLMClient` and gets back plain
 
 from __future__ import annotations
 
-from memstrata.llm.anthropic_client import AnthropicClient
-from memstrata.llm.openai_client import OpenAIClient
-from memstrata.llm.retry import RetryPolicy
-from memstrata.llm.settings import TASKS, LLMSettings, Task, client_for, resolve_settings
-from memstrata.llm.types import Completion, LLMClient, StreamEvent, TokenUsage, ToolCall
+from typing import TYPE_CHECKING
+
+from memstrata._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from memstrata.llm.anthropic_client import AnthropicClient
+    from memstrata.llm.openai_client import OpenAIClient
+    from memstrata.llm.retry import RetryPolicy
+    from memstrata.llm.settings import TASKS, LLMSettings, Task, client_for, resolve_settings
+    from memstrata.llm.types import Completion, LLMClient, StreamEvent, TokenUsage, ToolCall
 
 __all__ = [
     "TASKS",
@@ -34,3 +39,24 @@ __all__ = [
     "client_for",
     "resolve_settings",
 ]
+
+# Imported on first use: memory and the tools read tool-call arguments through
+# memstrata.llm.arguments and must not pay for the SDK clients.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "TASKS": "memstrata.llm.settings",
+        "AnthropicClient": "memstrata.llm.anthropic_client",
+        "Completion": "memstrata.llm.types",
+        "LLMClient": "memstrata.llm.types",
+        "LLMSettings": "memstrata.llm.settings",
+        "OpenAIClient": "memstrata.llm.openai_client",
+        "RetryPolicy": "memstrata.llm.retry",
+        "StreamEvent": "memstrata.llm.types",
+        "Task": "memstrata.llm.settings",
+        "TokenUsage": "memstrata.llm.types",
+        "ToolCall": "memstrata.llm.types",
+        "client_for": "memstrata.llm.settings",
+        "resolve_settings": "memstrata.llm.settings",
+    },
+)

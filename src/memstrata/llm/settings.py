@@ -59,7 +59,8 @@ def _not_configured(task: str) -> LLMNotConfiguredError:
         f"No model is configured for the {task} task. Set one with "
         f"`memstrata config set llm.model MODEL`{own}, or export MEMSTRATA_MODEL=MODEL; "
         "point it at an OpenAI-compatible endpoint with OPENAI_BASE_URL and OPENAI_API_KEY "
-        "(or llm.base_url / llm.api_key). See docs/llm.md."
+        "(or llm.base_url / llm.api_key); `memstrata help llm` shows how. To try memstrata "
+        "with no model at all, run `memstrata chat --model demo`."
     )
 
 

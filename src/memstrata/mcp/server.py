@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from memstrata import __version__
 from memstrata.errors import ConfigError, LLMError, LLMTimeoutError, MemstrataError
 from memstrata.llm.types import LLMClient
+from memstrata.mcp.guard import HttpGuard, Policy, is_loopback
 from memstrata.mcp.sampling import (
     Ask,
     FallbackFactory,
@@ -41,6 +42,7 @@ from memstrata.mcp.sampling import (
     configured_summary_client,
 )
 from memstrata.mcp.service import MemoryService
+from memstrata.mcp.token import configured_token, load_or_create_token
 from memstrata.tools.session_search import NAME as SESSION_SEARCH_NAME
 
 if TYPE_CHECKING:
@@ -337,15 +339,67 @@ def http_url(sock: socket.socket, host: str) -> str:
     return f"http://{shown}:{port}{HTTP_PATH}"
 
 
-async def serve_http(service: MemoryService, sock: socket.socket, host: str) -> None:
-    """Serve streamable HTTP on a bound socket until SIGINT/SIGTERM."""
-    import uvicorn
+async def serve_http(
+    service: MemoryService, sock: socket.socket, host: str, policy: Policy | None = None
+) -> None:
+    """Serve streamable HTTP on a bound socket until SIGINT/SIGTERM.
 
+    Every request passes ``policy`` (Host, Origin, token; :mod:`memstrata.mcp.guard`)
+    first; without one, the policy of ``host`` and the socket's port without a token.
+    """
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if policy is None:
+        policy = Policy.for_bind(host, sock.getsockname()[1], token=None)
     server = build_server(service)
-    # On a loopback host the SDK also turns on DNS-rebinding protection (Host/Origin checks).
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # The SDK's own check uses the same exact lists: a second lock on the same door.
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(policy.hosts),
+        allowed_origins=sorted(policy.origins),
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host, transport_security=security
+    )
+    guarded = HttpGuard(app, policy)
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on", access_log=False)
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _config_list(service: MemoryService, key: str) -> list[str]:
+    return [item for item in str(service.config.get(key) or "").split(",") if item.strip()]
+
+
+def http_policy(service: MemoryService, host: str, port: int) -> Policy:
+    """The door policy of an HTTP server bound to ``host``:``port``.
+
+    A non-loopback bind needs a token that already exists (``memstrata mcp token`` makes
+    it, so whoever starts the server also has it for the clients); a loopback bind
+    checks one, generated on first use, when ``mcp.require_token`` is on.
+
+    Raises :class:`~memstrata.errors.ConfigError` saying what to run when a token is
+    needed and there is none, or the stored one cannot be trusted.
+    """
+    token: str | None = None
+    if not is_loopback(host):
+        token = configured_token(service.config)
+        if token is None:
+            raise ConfigError(
+                f"Refusing to serve on {host}: that address is reachable from other machines "
+                "and the server would have no bearer token. Run `memstrata mcp token` to "
+                "create one (clients send it as 'Authorization: Bearer <token>'), then start "
+                "again; or serve on 127.0.0.1."
+            )
+    elif bool(service.config.get("mcp.require_token")):
+        token = load_or_create_token(service.config)
+    return Policy.for_bind(
+        host,
+        port,
+        token=token,
+        extra_hosts=_config_list(service, "mcp.allowed_hosts"),
+        extra_origins=_config_list(service, "mcp.allowed_origins"),
+    )
 
 
 def run(
@@ -372,11 +426,20 @@ def run(
     if transport not in TRANSPORTS:
         raise ConfigError(f"Unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}.")
     sock: socket.socket | None = None
+    policy: Policy | None = None
     if transport == "http":
         bind_host = host if host is not None else str(service.config.get("mcp.host"))
         bind_port = port if port is not None else int(service.config.get("mcp.port"))
+        if not is_loopback(bind_host):
+            http_policy(service, bind_host, bind_port)  # refuse before taking the port
         sock = bind_socket(bind_host, bind_port)
-        say(f"memstrata MCP server on {http_url(sock, bind_host)} ({where})")
+        try:
+            policy = http_policy(service, bind_host, sock.getsockname()[1])
+        except BaseException:
+            sock.close()
+            raise
+        needs = ", bearer token required (`memstrata mcp token`)" if policy.token else ""
+        say(f"memstrata MCP server on {http_url(sock, bind_host)} ({where}{needs})")
     else:
         say(f"memstrata MCP server on stdio ({where})")
     with _stop_on_sigterm():
@@ -384,7 +447,7 @@ def run(
             if sock is None:
                 anyio.run(serve_stdio, service, backend="asyncio")
             else:
-                anyio.run(serve_http, service, sock, bind_host, backend="asyncio")
+                anyio.run(serve_http, service, sock, bind_host, policy, backend="asyncio")
         except KeyboardInterrupt:
             pass  # Ctrl-C or SIGTERM: a normal stop; the caller closes the service
         finally:

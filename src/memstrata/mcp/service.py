@@ -25,8 +25,8 @@ from memstrata.backends import open_memory, open_store, postgres_dsn
 from memstrata.config import Config
 from memstrata.errors import SessionStoreError
 from memstrata.llm.types import LLMClient
+from memstrata.memory.tool import MemoryTool
 from memstrata.search.recall import MAX_LIMIT, session_search
-from memstrata.tools.memory import MemoryTool
 from memstrata.tools.session_search import NAME as SESSION_SEARCH_NAME
 from memstrata.tools.session_search import SessionSearchTool
 from memstrata.tools.toolbox import Toolbox, error_response, to_anthropic_schema
@@ -128,38 +128,35 @@ class MemoryService:
         self.toolbox.register_tool(SessionSearchTool(self.store, config=self.config), replace=True)
         # MCP has no memstrata session of its own; providers get one id per process.
         self.session_id = f"mcp-{uuid.uuid4().hex[:12]}"
-        self.manager: MemoryManager | None = None
         try:
-            self._start_provider()
+            self.manager: MemoryManager | None = self._start_provider()
         except BaseException:
             self.store.close()
             self._close_memory()
             raise
-        self._provider_tools: dict[str, dict[str, Any]] = (
-            {t["function"]["name"]: t for t in self.manager.get_tool_schemas(include_builtin=False)}
-            if self.manager is not None
-            else {}
-        )
+        if self.manager is not None:
+            # The provider's tools join the toolbox; the memory tool stays the one above
+            # (over this service's memory, which the manager listens to for mirroring).
+            self.toolbox.register_provider_tools(self.manager, include_builtin=False)
 
-    def _start_provider(self) -> None:
+    def _start_provider(self) -> MemoryManager | None:
         if not str(self.config.get("memory.provider")).strip():
-            return
+            return None
         from memstrata.providers.manager import MemoryManager
 
         manager = MemoryManager.from_config(self.config, memory=self.memory)
         failed = manager.initialize_all(self.session_id, platform="mcp")
         if failed:
             logger.warning("Memory provider(s) %s failed to start; their tools are off", failed)
-        self.manager = manager
+        return manager
 
     # -- tools ------------------------------------------------------------------------
 
     def tools(self) -> list[ToolInfo]:
         """The tools to list: the library's (``memory``, ``session_search``, ...), then
         the provider's."""
-        schemas = [*self.toolbox.schemas(), *self._provider_tools.values()]
         out = []
-        for schema in schemas:
+        for schema in self.toolbox.schemas():
             plain = to_anthropic_schema(schema)
             out.append(
                 ToolInfo(
@@ -187,14 +184,9 @@ class MemoryService:
         summary model, or verbatim excerpts without one). Never raises.
         """
         try:
-            if name in self._provider_tools and self.manager is not None:
-                text = self.manager.handle_tool_call(name, dict(arguments or {}))
-                return text, _is_error(text)
             self.memory_tool.reset_turn()
             box = self._toolbox_for(name, llm)
             result = box.call(name, arguments if arguments is not None else {})
-            if name == "memory" and result.get("success") and not result.get("staged"):
-                self._mirror_write(arguments)
             text = json.dumps(result, ensure_ascii=False, default=str)
         except Exception as exc:  # the edge: nothing may reach the client as a traceback
             logger.exception("MCP tool %r failed", name)
@@ -206,11 +198,6 @@ class MemoryService:
                 ensure_ascii=False,
             )
         return text, _is_error(text)
-
-    def _mirror_write(self, arguments: Mapping[str, Any] | None) -> None:
-        if self.manager is None or not isinstance(arguments, Mapping):
-            return
-        self.manager.notify_memory_tool_write(arguments, origin="tool", session_id=self.session_id)
 
     # -- resources --------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from memstrata.errors import (
     AmbiguousMatchError,
     ConfigError,
     DriftError,
+    DuplicateEntryError,
     InvalidMemoryArgument,
     MemoryFullError,
     NoMatchError,
@@ -55,7 +56,9 @@ from memstrata.memory.format import (
     char_count,
     dedupe,
     fit_to_budget,
+    fold,
     join_blocks,
+    normalize_entry,
     omitted_note,
     parse_entries,
     preview,
@@ -65,6 +68,7 @@ from memstrata.memory.format import (
     suspicious_entry,
 )
 from memstrata.memory.history import ChangeLog, MemoryChange
+from memstrata.memory.writes import MemoryWrite, WriteListener, WriteListeners
 from memstrata.scanner import scan as scanner
 
 __all__ = ["CuratedMemory", "CuratedMemoryBase", "Current", "EntryChange", "WriteResult"]
@@ -189,6 +193,10 @@ class CuratedMemory(Protocol):
         """Put back what change ``change_id`` replaced; return the undo's own change."""
         ...
 
+    def add_write_listener(self, listener: WriteListener) -> Callable[[], None]:
+        """Call ``listener`` with each stored write; return the function removing it."""
+        ...
+
 
 class CuratedMemoryBase(abc.ABC):
     """Entry rules, budgets and the frozen snapshot; subclasses store the text.
@@ -242,6 +250,7 @@ class CuratedMemoryBase(abc.ABC):
             "user": bool(cfg.get("memory.user_profile_enabled")),
         }
         self.actor = actor
+        self._write_listeners = WriteListeners()
         self._blocks: dict[Target, str] = {"memory": "", "user": ""}
         self._snapshot = ""
         self.load_errors = {}
@@ -291,6 +300,38 @@ class CuratedMemoryBase(abc.ABC):
             yield
         finally:
             _ATTRIBUTION.reset(token)
+
+    def add_write_listener(self, listener: WriteListener) -> Callable[[], None]:
+        """Call ``listener`` with a :class:`~memstrata.memory.writes.MemoryWrite` for each
+        operation of every write that changed the stored text, whoever made it (tool,
+        CLI, curator, importer); return the function that removes the listener.
+
+        This is how an external provider's ``on_memory_write`` hears of every write:
+        the :class:`~memstrata.providers.manager.MemoryManager` listens to its memory.
+        """
+        return self._write_listeners.add(listener)
+
+    def _announce(self, result: WriteResult, ops: Sequence[MemoryWrite]) -> WriteResult:
+        # Only stored changes are announced: a duplicate add or a no-op batch left the
+        # text as it was, so a mirror has nothing to catch up with.
+        if result.changed and len(self._write_listeners):
+            origin = self._author()[0]
+            size = len(ops) if result.action == "batch" else None
+            self._write_listeners.emit(
+                [
+                    MemoryWrite(
+                        action=op.action,
+                        target=op.target,
+                        content=op.content,
+                        old_text=op.old_text,
+                        origin=origin,
+                        batch_index=index if size is not None else None,
+                        batch_size=size,
+                    )
+                    for index, op in enumerate(ops)
+                ]
+            )
+        return result
 
     def _author(self) -> tuple[str, str]:
         """Who writes now and why: the innermost :meth:`attributed` block, or the actor."""
@@ -371,12 +412,22 @@ class CuratedMemoryBase(abc.ABC):
                 return EntryChange(
                     current.entries, False, "Entry already exists (no duplicate added)."
                 )
+            same = _same_as(text, current.entries)
+            if same is not None:
+                raise DuplicateEntryError(
+                    f"Not added: the entry '{preview(same)}' already says this (it differs "
+                    "only in case, width or punctuation). To change its wording, replace "
+                    "it instead of adding another.",
+                    existing=same,
+                    **self._recovery(current),
+                )
             after = [*current.entries, text]
             self._check_budget(current, after, self._add_overflow_message(current, text))
             return EntryChange(after, True, "Entry added.")
 
         # No drift guard: an append rewrites every existing entry verbatim.
-        return self._mutate(target, "add", change, drift_guard=False)
+        result = self._mutate(target, "add", change, drift_guard=False)
+        return self._announce(result, [MemoryWrite("add", target, text)])
 
     def replace(self, target: Target, old_text: str, content: str) -> WriteResult:
         """Replace the whole entry matching ``old_text`` with ``content``.
@@ -407,7 +458,8 @@ class CuratedMemoryBase(abc.ABC):
             )
             return EntryChange(after, True, "Entry replaced.")
 
-        return self._mutate(target, "replace", change, drift_guard=True)
+        result = self._mutate(target, "replace", change, drift_guard=True)
+        return self._announce(result, [MemoryWrite("replace", target, text, old_text=old)])
 
     def remove(self, target: Target, old_text: str) -> WriteResult:
         """Remove the whole entry matching ``old_text`` (same matching as replace)."""
@@ -419,7 +471,8 @@ class CuratedMemoryBase(abc.ABC):
             after = [e for i, e in enumerate(current.entries) if i != index]
             return EntryChange(after, True, "Entry removed.")
 
-        return self._mutate(target, "remove", change, drift_guard=True)
+        result = self._mutate(target, "remove", change, drift_guard=True)
+        return self._announce(result, [MemoryWrite("remove", target, "", old_text=old)])
 
     def apply_batch(self, target: Target, operations: Sequence[Mapping[str, Any]]) -> WriteResult:
         """Apply add/replace/remove operations all-or-nothing.
@@ -471,7 +524,11 @@ class CuratedMemoryBase(abc.ABC):
                 )
             return EntryChange(working, True, f"Applied {len(ops)} operation(s).")
 
-        return self._mutate(target, "batch", change, drift_guard=True)
+        result = self._mutate(target, "batch", change, drift_guard=True)
+        writes = [
+            MemoryWrite(op.action, target, op.content, old_text=op.old_text or None) for op in ops
+        ]
+        return self._announce(result, writes)
 
     # -- helpers for a backend's _mutate ----------------------------------------------
 
@@ -526,6 +583,13 @@ class CuratedMemoryBase(abc.ABC):
         """Index of the entry ``old_text`` designates in ``working``; raise if none/many."""
         exact = [i for i, entry in enumerate(working) if entry == old_text]
         matches = exact or [i for i, entry in enumerate(working) if old_text in entry]
+        if not matches:
+            # "pnpm" for "PNPM", "ｐｎｐｍ" for "pnpm": accepted only when it designates one
+            # entry, so a loose match can never pick between several.
+            folded = fold(old_text)
+            loose = [i for i, entry in enumerate(working) if folded in fold(entry)]
+            if len(dedupe(working[i] for i in loose)) == 1:
+                matches = loose
         if not matches:
             if op is None:
                 message = (
@@ -591,6 +655,14 @@ class CuratedMemoryBase(abc.ABC):
             "current_entries": list(current.entries),
             "usage": str(Usage(char_count(current.entries), self._limits[current.target])),
         }
+
+
+def _same_as(text: str, entries: Sequence[str]) -> str | None:
+    """The entry that says what ``text`` says (equal normal forms), if there is one."""
+    normal = normalize_entry(text)
+    if not normal:
+        return None
+    return next((e for e in entries if normalize_entry(e) == normal), None)
 
 
 def _sanitize(target: Target, entry: str) -> str:

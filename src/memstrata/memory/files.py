@@ -30,6 +30,7 @@ back the bytes a change replaced.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -44,6 +45,7 @@ from memstrata.errors import (
     DriftError,
     LockTimeoutError,
     StorageError,
+    SymlinkRefusedError,
     UnreadableFileError,
 )
 from memstrata.memory.args import check_target
@@ -150,7 +152,7 @@ class FileMemory(CuratedMemoryBase):
         return self.memories_dir / FILE_NAMES[check_target(target)]
 
     def _read_raw(self, target: Target) -> str | None:
-        return fileio.read_text(self.path(target))
+        return fileio.read_text(self.path(target), follow_symlinks=False)
 
     def _read_for_snapshot(self) -> tuple[dict[Target, str | None], dict[Target, str]]:
         # Each file on its own: one unreadable file still lets the other be injected.
@@ -158,8 +160,8 @@ class FileMemory(CuratedMemoryBase):
         errors: dict[Target, str] = {}
         for target in TARGETS:
             try:
-                raws[target] = fileio.read_text(self.path(target))
-            except UnreadableFileError as exc:
+                raws[target] = fileio.read_text(self.path(target), follow_symlinks=False)
+            except (UnreadableFileError, SymlinkRefusedError) as exc:
                 errors[target] = str(exc)
         return raws, errors
 
@@ -177,7 +179,7 @@ class FileMemory(CuratedMemoryBase):
         self._ensure_dir()
         with self._locked(path):
             fileio.remove_stale_temps(path)
-            raw = fileio.read_text(path)
+            raw = fileio.read_text(path, follow_symlinks=False)
             before = _read_bytes(path)
             current = Current(target, raw, parse_entries(raw))
             result, final = self._apply(current, change, drift_guard=drift_guard)
@@ -285,7 +287,7 @@ class FileMemory(CuratedMemoryBase):
 
     def _ensure_dir(self) -> None:
         try:
-            self.memories_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fileio.private_dir(self.memories_dir)
         except OSError as exc:
             raise StorageError(
                 f"Cannot create {self.memories_dir}: {exc.strerror or exc}. Make the "
@@ -353,10 +355,12 @@ def memory_and_config(
 def _read_bytes(path: Path) -> bytes | None:
     """The file's exact bytes (None if missing), for the history."""
     try:
-        return path.read_bytes()
+        return fileio.read_bytes(path, follow_symlinks=False)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise fileio.symlink_refused(path) from None
         raise UnreadableFileError(
             f"{path} exists but could not be read ({exc.strerror or exc}). It was left "
             f"untouched: fix its permissions (chmod 600 {path}) and retry."

@@ -10,6 +10,8 @@ Everything here is pure: :mod:`memstrata.memory.files` does the locking, reading
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -51,7 +53,27 @@ class Usage:
         return self.chars > self.limit
 
     def __str__(self) -> str:
+        if self.over_limit and self.limit > 0:
+            # "100% — 107/50 chars" reads as a contradiction: say how far over it is.
+            share = int(self.chars / self.limit * 100)
+            over = self.chars - self.limit
+            return f"{share}% — {self.chars:,}/{self.limit:,} chars, {over:,} over the limit"
         return f"{self.percent}% — {self.chars:,}/{self.limit:,} chars"
+
+
+_WORD = re.compile(r"\w+")
+
+
+def fold(text: str) -> str:
+    """``text`` compatibility-folded (full-width letters become ASCII) and case-folded:
+    what a person means when they type "pnpm" for "PNPM" or "ＰＮＰＭ"."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def normalize_entry(text: str) -> str:
+    """Folded text with punctuation dropped and spaces collapsed: two entries with equal
+    normal forms say the same thing."""
+    return " ".join(_WORD.findall(fold(text)))
 
 
 def split_raw(raw: str) -> list[str]:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
+from memstrata.fileio import create_private_file, private_dir
 from memstrata.store.sqlite.database import is_busy
 
 HISTORY_FILENAME: Final = "memory_history.db"
@@ -128,6 +129,10 @@ class ChangeLog(Protocol):
         """How many changes are recorded."""
         ...
 
+    def purge(self, change_ids: Sequence[int]) -> builtins.list[int]:
+        """Delete these changes and their undos (``memstrata forget``); the ids deleted."""
+        ...
+
 
 def no_such_change(change_id: int, *, empty: bool) -> InvalidMemoryArgument:
     """The error for an unknown change id (``empty``: nothing was ever recorded)."""
@@ -175,7 +180,9 @@ class MemoryHistory:
         # A forked child opens its own (a connection must not cross a fork).
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        # Created 0600 before SQLite opens it: SQLite gives -wal/-shm the file's mode.
+        create_private_file(self.path)
         conn = sqlite3.connect(
             str(self.path),
             timeout=self.busy_timeout_ms / 1000,
@@ -282,6 +289,46 @@ class MemoryHistory:
             return 0
         with self._connect() as conn:
             return int(conn.execute("SELECT count(*) FROM changes").fetchone()[0])
+
+    def purge(self, change_ids: Sequence[int]) -> builtins.list[int]:
+        """Delete these changes, and every undo of them, so their bytes leave the file.
+
+        The one exception to append-only: ``memstrata forget`` removes a secret from the
+        history too. Deleted pages are overwritten (``secure_delete``), the WAL is
+        truncated and the file rebuilt, so no free page keeps the old bytes. Returns the
+        ids deleted.
+        """
+        if not change_ids or not self.path.exists():
+            return []
+        with self._connect() as conn:
+            doomed = _with_undos(
+                {int(i) for i in change_ids},
+                [(int(r[0]), r[1]) for r in conn.execute("SELECT id, undoes FROM changes")],
+            )
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("DELETE FROM changes WHERE id = ?", [(i,) for i in doomed])
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return sorted(doomed)
+
+
+def _with_undos(ids: set[int], links: Sequence[tuple[int, int | None]]) -> set[int]:
+    """``ids`` plus every change that undoes one of them, transitively (an undo row
+    refers to its change, and usually holds the same bytes)."""
+    found = set(ids)
+    grew = True
+    while grew:
+        extra = {change for change, undoes in links if undoes in found and change not in found}
+        found |= extra
+        grew = bool(extra)
+    return found
 
 
 def change_from_row(row: Sequence[Any]) -> MemoryChange:

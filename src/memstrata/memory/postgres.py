@@ -47,6 +47,7 @@ from memstrata.memory.core import CuratedMemoryBase, Current, EntryChange, Write
 from memstrata.memory.format import FILE_NAMES, TARGETS, Target, parse_entries, serialize
 from memstrata.memory.history import MemoryChange, undo_drift, undo_reason
 from memstrata.memory.postgres_history import PostgresMemoryHistory
+from memstrata.store.postgres.database import connect, unreachable
 from memstrata.store.postgres.schema import migrate
 from memstrata.store.postgres.store import validate_namespace
 
@@ -117,14 +118,8 @@ class PostgresMemory(CuratedMemoryBase, Closing):
         # One direct connection first: a wrong DSN or a stopped server fails at once
         # with libpq's own reason (a pool would retry until its timeout), and the
         # schema is created or upgraded on it.
-        try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as first:
-                migrate(first)
-        except psycopg.OperationalError as exc:
-            raise StorageError(
-                f"Cannot connect to PostgreSQL at {self._dsn_label}: {exc}. Check the DSN, "
-                "that the server is running and that this user may connect."
-            ) from exc
+        with connect(dsn, autocommit=True) as first:
+            migrate(first)
         # A small pool: memory writes are rare and short, but a tool call and a
         # snapshot load may overlap in a threaded agent.
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -139,10 +134,7 @@ class PostgresMemory(CuratedMemoryBase, Closing):
             self._pool.open(wait=True, timeout=10.0)
         except Exception as exc:
             self._pool.close()
-            raise StorageError(
-                f"Cannot connect to PostgreSQL at {self._dsn_label}: {exc}. Check the DSN, "
-                "that the server is running and that this user may connect."
-            ) from exc
+            raise unreachable(dsn, exc) from None
         self.history: PostgresMemoryHistory = PostgresMemoryHistory(self._conn, self.namespace)
         """The append-only audit history of the namespace's two rows."""
         self.load()

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
 import psycopg
 from psycopg.rows import tuple_row
 
-from memstrata.memory.history import MemoryChange, change_from_row, no_such_change
+from memstrata.memory.history import MemoryChange, _with_undos, change_from_row, no_such_change
 
 __all__ = ["PostgresMemoryHistory", "record"]
 
@@ -117,3 +117,20 @@ class PostgresMemoryHistory:
                 (self.namespace,),
             ).fetchone()
         return int(row[0]) if row is not None else 0
+
+    def purge(self, change_ids: Sequence[int]) -> builtins.list[int]:
+        """Delete these changes of this tenant and every undo of them (``memstrata
+        forget``); the ids deleted. Undos go first: they reference their change."""
+        if not change_ids:
+            return []
+        with self._connect() as conn:
+            links = conn.execute(
+                "SELECT id, undoes FROM curated_memory_history WHERE namespace = %s",
+                (self.namespace,),
+            ).fetchall()
+            doomed = _with_undos({int(i) for i in change_ids}, [(int(a), b) for a, b in links])
+            conn.execute(
+                "DELETE FROM curated_memory_history WHERE namespace = %s AND id = ANY(%s)",
+                (self.namespace, sorted(doomed)),
+            )
+        return sorted(doomed)

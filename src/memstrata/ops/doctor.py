@@ -16,11 +16,8 @@ exact command that fixes it; :func:`apply_fixes` runs the fixes that are safe to
 from __future__ import annotations
 
 import os
-import re
 import shlex
-import sqlite3
 import time
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +27,9 @@ from memstrata import fileio
 from memstrata.backends import open_memory, open_store, postgres_dsn
 from memstrata.config import CONFIG_FILENAME, DEFAULTS, Config, memstrata_home
 from memstrata.errors import ConfigError, LockTimeoutError, MemstrataError
-from memstrata.memory.format import FILE_NAMES, TARGETS, Target, split_raw
+from memstrata.memory.format import FILE_NAMES, TARGETS, Target, normalize_entry, split_raw
 from memstrata.scanner import scan as scanner
+from memstrata.store.contract import SessionStoreContract
 from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
 
 __all__ = [
@@ -118,14 +116,6 @@ class DoctorReport:
 
 # ---------------------------------------------------------------------------- entries
 
-_WORD = re.compile(r"\w+")
-
-
-def normalize_entry(text: str) -> str:
-    """Compatibility-folded, case-folded text with punctuation dropped and spaces collapsed."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(_WORD.findall(folded))
-
 
 def _tokens(text: str) -> set[str]:
     return set(normalize_entry(text).split())
@@ -190,7 +180,7 @@ def _check_config(home: Path, report: DoctorReport) -> Config:
     return config
 
 
-def _open_store(config: Config) -> SessionStore:
+def _open_store(config: Config) -> SessionStoreContract:
     # Opened without the open-time index check: the doctor reports what that check raises.
     if postgres_dsn(config) is None:
         return SessionStore(config.home / DB_FILENAME, config=config, verify_indexes=False)
@@ -257,10 +247,10 @@ def _check_store(config: Config, report: DoctorReport) -> None:
                 )
             )
         if dsn is None:
-            _check_store_file(store.stats(), path, report)
+            _check_store_file(store.stats(), report)
 
 
-def _check_store_file(stats: dict[str, Any], path: Path, report: DoctorReport) -> None:
+def _check_store_file(stats: dict[str, Any], report: DoctorReport) -> None:
     if stats.get("wal_bytes", 0) > WAL_WARNING_BYTES:
         report.findings.append(
             Finding(
@@ -271,15 +261,7 @@ def _check_store_file(stats: dict[str, Any], path: Path, report: DoctorReport) -
                 fix="memstrata sessions optimize",
             )
         )
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return
+    pages, free = int(stats.get("pages", 0)), int(stats.get("free_pages", 0))
     if pages > 256 and free / pages > FREE_SPACE_WARNING:
         report.findings.append(
             Finding(

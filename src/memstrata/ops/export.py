@@ -35,7 +35,7 @@ from memstrata.ops.importing.records import parents_first
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
-    from memstrata.ops.importing.store_api import ExportStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "all_session_ids", "export_memory", "export_sessions"]
 
@@ -44,7 +44,7 @@ _DERIVED_MESSAGE_KEYS = ("id", "session_id")
 Progress = Callable[[int, int], None]
 
 
-def all_session_ids(store: ExportStore) -> list[str]:
+def all_session_ids(store: SessionStoreContract) -> list[str]:
     """Every session id in the store (archived, continuations and delegates included)."""
     rows = store.list_sessions_rich(include_archived=True, limit=sys.maxsize)
     found: dict[str, None] = {}
@@ -57,7 +57,9 @@ def all_session_ids(store: ExportStore) -> list[str]:
     return list(found)
 
 
-def _ordered(store: ExportStore, session_ids: Sequence[str] | None) -> list[dict[str, Any]]:
+def _ordered(
+    store: SessionStoreContract, session_ids: Sequence[str] | None
+) -> list[dict[str, Any]]:
     ids = list(dict.fromkeys(session_ids)) if session_ids is not None else all_session_ids(store)
     sessions: dict[str, dict[str, Any]] = {}
     for sid in ids:
@@ -66,14 +68,14 @@ def _ordered(store: ExportStore, session_ids: Sequence[str] | None) -> list[dict
             raise SessionStoreError(
                 f"No session {sid!r} to export: `memstrata sessions list` shows the ids."
             )
-        sessions[sid] = session
+        sessions[sid] = dict(session)
     by_start = sorted(sessions.values(), key=lambda s: (float(s["started_at"] or 0), s["id"]))
     # Parents first, so that an import can link every child as it reads it.
     order = parents_first((s["id"], s.get("parent_session_id")) for s in by_start)
     return [sessions[sid] for sid in order]
 
 
-def _jsonl_line(store: ExportStore, session: Mapping[str, Any]) -> str:
+def _jsonl_line(store: SessionStoreContract, session: Mapping[str, Any]) -> str:
     messages = [
         {k: v for k, v in m.items() if k not in _DERIVED_MESSAGE_KEYS}
         for m in store.get_messages(session["id"], include_inactive=True)
@@ -82,7 +84,7 @@ def _jsonl_line(store: ExportStore, session: Mapping[str, Any]) -> str:
 
 
 def export_sessions(
-    store: ExportStore,
+    store: SessionStoreContract,
     out: TextIO,
     *,
     fmt: Literal["jsonl", "markdown"],
@@ -121,8 +123,7 @@ def export_memory(memory: CuratedMemory, folder: Path | str) -> list[Path]:
     The entries are read through ``memory`` (so a PostgreSQL-backed memory exports too)
     and written in the same ``\\n§\\n`` format, atomically.
     """
-    target_dir = Path(folder)
-    target_dir.mkdir(parents=True, exist_ok=True)
+    target_dir = fileio.private_dir(Path(folder))
     written = []
     for target in TARGETS:
         path = target_dir / FILE_NAMES[target]

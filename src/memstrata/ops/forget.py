@@ -24,15 +24,17 @@ store without them is still cleaned, with fewer figures in the report).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memstrata.errors import SessionNotFoundError, SessionStoreError
+from memstrata.errors import SessionStoreError
+from memstrata.memory.history import ChangeLog
 from memstrata.store.listing import preview_text
 
 if TYPE_CHECKING:
-    from memstrata.store.sqlite.store import SessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = ["ForgetPlan", "ForgetReport", "forget", "plan_forget", "resolve_session"]
 
@@ -63,19 +65,25 @@ class ForgetPlan:
     message_ids: list[int] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     conversation_ids: list[str] = field(default_factory=list)
+    memory_changes: list[int] = field(default_factory=list)
+    """Ids of curated-memory history changes holding the query's text (their undos go
+    with them)."""
 
     @property
     def is_empty(self) -> bool:
         """True when nothing was selected."""
-        return not self.session_ids and not self.message_ids
+        return not self.session_ids and not self.message_ids and not self.memory_changes
 
     def describe(self) -> str:
-        """One line: how many sessions and messages would go."""
-        return (
+        """One line: how many sessions, messages and memory history changes would go."""
+        text = (
             f"{len(self.session_ids)} session(s) (with any sub-agent sessions of theirs) "
             f"and {len(self.messages)} message(s), {len(self.message_ids)} of them on "
             "their own"
         )
+        if self.memory_changes:
+            text += f", and {len(self.memory_changes)} memory history change(s)"
+        return text
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -84,6 +92,7 @@ class ForgetPlan:
             "message_ids": self.message_ids,
             "messages": self.messages,
             "conversation_ids": self.conversation_ids,
+            "memory_changes": self.memory_changes,
         }
 
 
@@ -115,19 +124,13 @@ class ForgetReport:
         }
 
 
-def resolve_session(store: SessionStore, ref: str) -> str:
+def resolve_session(store: SessionStoreContract, ref: str) -> str:
     """An exact id, a unique id prefix, or a title (its newest ``"#N"`` continuation)."""
-    try:
-        return store.resolve_session_id(ref)
-    except SessionNotFoundError:
-        by_title = store.resolve_session_by_title(ref)
-        if by_title is None:
-            raise
-        return by_title
+    return store.resolve_session(ref)
 
 
 def _query_hits(
-    store: SessionStore,
+    store: SessionStoreContract,
     query: str,
     since: float | None,
     until: float | None,
@@ -157,7 +160,7 @@ def _query_hits(
         offset += _PAGE
 
 
-def _preview(message: dict[str, Any]) -> dict[str, Any]:
+def _preview(message: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "id": message["id"],
         "session_id": message["session_id"],
@@ -168,7 +171,7 @@ def _preview(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_forget(
-    store: SessionStore,
+    store: SessionStoreContract,
     *,
     sessions: Iterable[str] = (),
     whole_conversations: bool = True,
@@ -177,6 +180,7 @@ def plan_forget(
     since: float | None = None,
     until: float | None = None,
     max_messages: int | None = 1000,
+    memory_history: ChangeLog | None = None,
 ) -> ForgetPlan:
     """Work out what to forget; nothing is deleted.
 
@@ -189,6 +193,11 @@ def plan_forget(
     more than ``max_messages`` hits raise :class:`~memstrata.errors.SessionStoreError`
     (None: no limit). ``since``/``until`` without a query: every message timestamped in
     that range. The selectors add up.
+
+    With ``memory_history`` (``memory.history``), a ``query`` also selects every change
+    of curated memory whose bytes before or after hold all of its terms (a quoted
+    phrase is one term; case is ignored): a secret removed from ``MEMORY.md`` with
+    ``memory remove`` still sits in those rows until they are forgotten too.
     """
     if query is not None and not query.strip():
         raise SessionStoreError("The query is blank: give the words to forget.")
@@ -207,13 +216,7 @@ def plan_forget(
     if query is not None:
         chosen.update(_query_hits(store, query, since, until, max_messages))
     elif since is not None or until is not None:
-        lister = getattr(store, "list_message_ids", None)
-        if not callable(lister):
-            raise SessionStoreError(
-                f"{type(store).__name__} cannot list messages by time: add --query to "
-                "forget what a search finds in that range."
-            )
-        chosen.update(lister(since=since, until=until))
+        chosen.update(store.list_message_ids(since=since, until=until))
 
     messages: list[dict[str, Any]] = []
     for sid in session_ids:
@@ -235,34 +238,74 @@ def plan_forget(
         for member in store.get_lineage_ids(sid):
             if member not in conversations:
                 conversations.append(member)
+    changes = (
+        history_changes(memory_history, query)
+        if memory_history is not None and query is not None
+        else []
+    )
     return ForgetPlan(
         session_ids=session_ids,
         message_ids=singles,
         messages=messages,
         conversation_ids=conversations,
+        memory_changes=changes,
     )
 
 
-def _counts(store: SessionStore) -> dict[str, int] | None:
-    counter = getattr(store, "index_counts", None)
-    return dict(counter()) if callable(counter) else None
+def history_terms(query: str) -> list[str]:
+    """The terms a memory history change must all hold: quoted phrases, then words."""
+    terms = [p.casefold() for p in re.findall(r'"([^"]+)"', query) if p.strip()]
+    rest = re.sub(r'"[^"]*"', " ", query)
+    terms += [w.casefold() for w in rest.split() if w.upper() not in ("AND", "OR", "NOT")]
+    return terms
 
 
-def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> ForgetReport:
+def history_changes(history: ChangeLog, query: str) -> list[int]:
+    """Ids of the changes in ``history`` whose bytes before or after hold every term of
+    ``query`` (case-insensitive)."""
+    terms = history_terms(query)
+    if not terms:
+        return []
+    found: list[int] = []
+    for change in history.list(limit=2**31 - 1):
+        text = b"\n".join(b for b in (change.before, change.after) if b is not None)
+        folded = text.decode("utf-8", "replace").casefold()
+        if all(term in folded for term in terms):
+            found.append(change.id)
+    return sorted(found)
+
+
+def _counts(store: SessionStoreContract) -> dict[str, int]:
+    return dict(store.index_counts())
+
+
+def forget(
+    store: SessionStoreContract,
+    plan: ForgetPlan,
+    *,
+    scrub: bool = True,
+    memory_history: ChangeLog | None = None,
+) -> ForgetReport:
     """Remove what ``plan`` selected from the store, its indexes, vectors and summaries.
 
     With ``scrub`` (the default) deleted content is overwritten in the file and the
     full-text indexes are merged so no old segment keeps a forgotten term: the cost is
     one rewrite of the indexes, seconds on a large store. Sessions or messages that
-    went meanwhile are skipped.
+    went meanwhile are skipped. ``plan.memory_changes`` are deleted from
+    ``memory_history`` (with the undos of them), reported as ``memory_history``.
     """
-    if plan.is_empty:
-        return ForgetReport(
-            sessions=[], messages=0, removed={"sessions": 0, "messages": 0}, scrubbed=False
-        )
+    purged = (
+        memory_history.purge(plan.memory_changes)
+        if (memory_history is not None and plan.memory_changes)
+        else []
+    )
+    if not plan.session_ids and not plan.message_ids:
+        removed_only = {"sessions": 0, "messages": 0}
+        if memory_history is not None and plan.memory_changes:
+            removed_only["memory_history"] = len(purged)
+        return ForgetReport(sessions=[], messages=0, removed=removed_only, scrubbed=False)
     before = _counts(store)
-    secure = getattr(store, "secure_deletes", None) if scrub else None
-    guard = secure() if callable(secure) else contextlib.nullcontext()
+    guard = store.secure_deletes() if scrub else contextlib.nullcontext()
     deleted_sessions: list[str] = []
     message_rows = 0
     with guard:
@@ -281,25 +324,23 @@ def forget(store: SessionStore, plan: ForgetPlan, *, scrub: bool = True) -> Forg
         message_rows += store.delete_messages(plan.message_ids)
         remaining = [s for s in plan.conversation_ids if s not in deleted_sessions]
         cleared = store.clear_summary_cache(remaining) if remaining else 0
-        # Past questions may quote what is being forgotten (SQLite keeps an expansion cache).
-        clear_expansions = getattr(store, "clear_query_expansions", None)
-        expansions = clear_expansions() if callable(clear_expansions) else 0
-        optimize = getattr(store, "optimize", None)
-        if scrub and callable(optimize):
-            optimize()
+        # Past questions may quote what is being forgotten: drop the expansion cache.
+        expansions = store.clear_query_expansions()
+        if scrub:
+            store.optimize()
     removed: dict[str, int] = {"sessions": len(deleted_sessions), "messages": message_rows}
+    if memory_history is not None and plan.memory_changes:
+        removed["memory_history"] = len(purged)
     if expansions:
         removed["query_expansions"] = expansions
     after = _counts(store)
-    if before is not None and after is not None:
-        for table, name in INDEX_NAMES.items():
-            if table in before:
-                removed[name] = before[table] - after.get(table, 0)
-    else:
-        removed["summaries"] = cleared
+    for table, name in INDEX_NAMES.items():
+        if table in before:
+            removed[name] = before[table] - after.get(table, 0)
+    removed.setdefault("summaries", cleared)
     return ForgetReport(
         sessions=deleted_sessions,
         messages=message_rows,
         removed=removed,
-        scrubbed=callable(secure),
+        scrubbed=scrub,
     )

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from memstrata.providers.base import BuiltinMemoryProvider, MemoryProvider, MemoryWriteMetadata
+    from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
+    from memstrata.providers.builtin import BuiltinMemoryProvider
     from memstrata.providers.manager import MemoryManager
 
 __all__ = [
@@ -23,7 +24,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "BuiltinMemoryProvider": "memstrata.providers.base",
+        "BuiltinMemoryProvider": "memstrata.providers.builtin",
         "MemoryManager": "memstrata.providers.manager",
         "MemoryProvider": "memstrata.providers.base",
         "MemoryWriteMetadata": "memstrata.providers.base",

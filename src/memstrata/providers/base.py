@@ -1,4 +1,4 @@
-"""L1.5 memory providers: the :class:`MemoryProvider` contract and the built-in provider.
+"""L1.5 memory providers: the :class:`MemoryProvider` contract and the call adapter.
 
 A provider adds memory beyond the two curated files: a fact store, a knowledge graph, a
 hosted memory service. The :class:`~memstrata.providers.manager.MemoryManager` drives every
@@ -29,13 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import Any, ClassVar, Final
 
-from memstrata.errors import CuratedMemoryError, MemstrataError, ProviderError
-
-if TYPE_CHECKING:
-    from memstrata.memory.core import CuratedMemory
-    from memstrata.tools.memory import MemoryTool
+from memstrata.errors import ProviderError, ToolArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -188,24 +184,14 @@ class MemoryProvider(ABC):
     ) -> dict[str, Any]:
         """Run ``handlers[name](args)`` for :meth:`handle_tool_call`.
 
-        An unknown tool or a :class:`MemstrataError` comes back as ``{"success": false,
-        "error": ...}`` (plus a ``CuratedMemoryError``'s details), so the model reads what
-        to fix instead of the turn failing.
+        Errors raise (an unknown tool is a :class:`ToolArgumentError`); the toolbox the
+        provider's tools are registered in turns them into the model's text.
         """
         handler = handlers.get(name)
         if handler is None:
             known = ", ".join(handlers)
-            return {
-                "success": False,
-                "error": f"Unknown tool '{name}'. The {self.name} tools are: {known}.",
-            }
-        try:
-            return handler(args)
-        except MemstrataError as exc:
-            result: dict[str, Any] = {"success": False, "error": str(exc)}
-            if isinstance(exc, CuratedMemoryError):
-                result.update(exc.details)
-            return result
+            raise ToolArgumentError(f"Unknown tool '{name}'. The {self.name} tools are: {known}.")
+        return handler(args)
 
     # -- optional hooks ---------------------------------------------------------------
 
@@ -248,81 +234,6 @@ class MemoryProvider(ABC):
     ) -> None:
         """Curated memory changed (``action``: add, replace or remove; ``target``:
         memory or user). Use it to mirror the built-in files into the backend."""
-
-
-# ---------------------------------------------------------------------------------------
-# The built-in provider
-
-
-class BuiltinMemoryProvider(MemoryProvider):
-    """The curated files (L1) as a provider: always first, never removed.
-
-    Its system-prompt block is the frozen :meth:`FileMemory.snapshot`, and its one tool is
-    ``memory``. Its prefetch recalls the facts saved with the ``remember`` tool. Its turn
-    hooks reset the memory tool's per-turn consolidation counter.
-    """
-
-    name: ClassVar[str] = BUILTIN_PROVIDER_NAME
-    description: ClassVar[str] = "MEMORY.md and USER.md with the memory tool"
-
-    def __init__(self, memory: CuratedMemory, *, tool: MemoryTool | None = None) -> None:
-        self.memory = memory
-        self._tool = tool
-        self.session_id = ""
-
-    @property
-    def tool(self) -> MemoryTool:
-        """The ``memory`` tool over :attr:`memory`, created on first use."""
-        if self._tool is None:
-            from memstrata.tools.memory import MemoryTool
-
-            self._tool = MemoryTool(self.memory)
-        return self._tool
-
-    def is_available(self) -> bool:
-        """Always true: the files need nothing but the home folder."""
-        return True
-
-    def initialize(
-        self,
-        session_id: str,
-        *,
-        home: Path,
-        platform: str = "cli",
-        agent_context: str = "primary",
-        user_id: str | None = None,
-        session_title: str | None = None,
-        **extra: Any,
-    ) -> None:
-        """Remember the session id; the snapshot was frozen when the memory loaded."""
-        self.session_id = session_id
-
-    def system_prompt_block(self) -> str:
-        """The frozen snapshot of MEMORY.md and USER.md."""
-        return self.memory.snapshot()
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        """The ``memory`` tool's schema."""
-        from memstrata.tools.memory import MEMORY_TOOL_SCHEMA
-
-        return [MEMORY_TOOL_SCHEMA]
-
-    def handle_tool_call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Run the ``memory`` tool."""
-        if name != "memory":
-            return super().handle_tool_call(name, args)  # type: ignore[return-value]
-        return self.tool.handle(args)
-
-    def prefetch(self, query: str, *, session_id: str) -> str:
-        """Facts saved with the ``remember`` tool that are relevant to ``query``, or ""."""
-        from memstrata.tools.remember import recall_remembered
-
-        return recall_remembered(self.memory.home, query)
-
-    def on_turn_start(self, turn_number: int, message: str) -> None:
-        """Reset the tool's consolidation-failure counter for the new turn."""
-        if self._tool is not None:
-            self._tool.reset_turn()
 
 
 # ---------------------------------------------------------------------------------------

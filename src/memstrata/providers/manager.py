@@ -24,22 +24,21 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from memstrata.config import Config
-from memstrata.errors import ConfigError, ProviderError
+from memstrata.errors import ConfigError, MemstrataError, ProviderError, ToolArgumentError
+from memstrata.llm.arguments import error_response, parse_arguments
 from memstrata.memory.files import memory_and_config
+from memstrata.memory.writes import MemoryWrite
 
 # ShutdownReport is part of this module's API; it lives with the worker it reports on.
 from memstrata.providers.background import BackgroundQueue, ShutdownReport
-from memstrata.providers.base import (
-    BUILTIN_PROVIDER_NAME,
-    BuiltinMemoryProvider,
-    MemoryWriteMetadata,
-    ProviderCalls,
-)
+from memstrata.providers.base import BUILTIN_PROVIDER_NAME, MemoryWriteMetadata, ProviderCalls
+from memstrata.providers.builtin import BuiltinMemoryProvider
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
@@ -69,10 +68,6 @@ def normalize_tool_schema(schema: object) -> dict[str, Any] | None:
     if not isinstance(name, str) or not name.strip():
         return None
     return dict(inner)
-
-
-def _error(message: str) -> str:
-    return json.dumps({"success": False, "error": message}, ensure_ascii=False)
 
 
 class MemoryManager:
@@ -123,6 +118,12 @@ class MemoryManager:
         self.session_id = ""
         self.shutdown_report: ShutdownReport | None = None
         self._register(ProviderCalls.for_provider(self.builtin))
+        # Mirroring starts at the source: every write to this memory (the memory tool,
+        # dispatch_tool, the MCP server, the CLI, the curator) is announced here.
+        listen = getattr(memory, "add_write_listener", None)
+        self._stop_listening: Callable[[], None] | None = (
+            listen(self._mirror_write) if callable(listen) else None
+        )
 
     @classmethod
     def from_config(
@@ -348,35 +349,52 @@ class MemoryManager:
             for name in self.tool_names(include_builtin=include_builtin)
         ]
 
-    def handle_tool_call(self, name: str, args: Mapping[str, Any] | str | None) -> str:
-        """Run a provider tool and return model-facing JSON; never raises.
+    def call_tool(self, name: str, args: Mapping[str, Any] | str | None) -> dict[str, Any]:
+        """Run a provider tool and return its result; errors raise.
 
-        A successful write through the built-in ``memory`` tool is mirrored to the
-        external providers (``on_memory_write``, one call per operation).
+        The way a :class:`~memstrata.tools.toolbox.Toolbox` runs provider tools (see
+        :meth:`~memstrata.tools.toolbox.Toolbox.register_provider_tools`): the toolbox
+        turns an error into the model's text. A successful ``memory`` write is mirrored
+        to the external providers by the memory itself (its write listener).
         """
         calls = self._tools.get(name)
         if calls is None:
-            return _error(f"No memory provider handles tool '{name}'")
+            known = ", ".join(self._tools) or "(none)"
+            raise ToolArgumentError(
+                f"No memory provider handles tool '{name}'. Provider tools: {known}."
+            )
+        result = calls.call("handle_tool_call", name, parse_arguments(args))
+        if isinstance(result, str):
+            # A provider may answer with JSON text; the toolbox encodes results itself.
+            try:
+                result = json.loads(result)
+            except ValueError:
+                return {"success": True, "result": result}
+        if not isinstance(result, Mapping):
+            return {"success": True, "result": result}
+        return dict(result)
+
+    def handle_tool_call(self, name: str, args: Mapping[str, Any] | str | None) -> str:
+        """Deprecated: run provider tools through a toolbox.
+
+        ``Toolbox.default(manager=manager).dispatch(name, args)``, or register them into
+        your own with ``toolbox.register_provider_tools(manager)``. Still returns the
+        model-facing JSON and never raises.
+        """
+        warnings.warn(
+            "MemoryManager.handle_tool_call is deprecated; register the provider tools "
+            "into a Toolbox (toolbox.register_provider_tools(manager)) and dispatch there.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         try:
-            parsed = _parse_args(args)
-            result = calls.call("handle_tool_call", name, parsed)
+            result: dict[str, Any] = self.call_tool(name, args)
+        except MemstrataError as exc:
+            result = error_response(str(exc), **getattr(exc, "details", {}))
         except Exception as exc:
             logger.warning("Memory tool %r failed", name, exc_info=True)
-            return _error(f"Memory tool '{name}' failed: {exc}")
-        if (
-            calls.name == BUILTIN_PROVIDER_NAME
-            and name == "memory"
-            and isinstance(result, Mapping)
-            and result.get("success")
-            and not result.get("staged")
-        ):
-            self.notify_memory_tool_write(parsed, origin="tool", session_id=self.session_id)
-        if isinstance(result, str):
-            return result
-        try:
-            return json.dumps(result, ensure_ascii=False, default=str)
-        except (TypeError, ValueError) as exc:
-            return _error(f"Memory tool '{name}' failed: its result is not JSON ({exc})")
+            result = error_response(f"Memory tool '{name}' failed: {exc}")
+        return json.dumps(result, ensure_ascii=False, default=str)
 
     # -- per turn ---------------------------------------------------------------------
 
@@ -521,10 +539,32 @@ class MemoryManager:
         if self._externals():
             self._submit("write", job)
 
+    def _mirror_write(self, write: MemoryWrite) -> None:
+        self.notify_memory_write(
+            write.action,
+            write.target,
+            write.content,
+            origin=write.origin,
+            old_text=write.old_text,
+            batch_index=write.batch_index,
+            batch_size=write.batch_size,
+        )
+
     def notify_memory_tool_write(
         self, args: Mapping[str, Any], *, origin: str = "tool", session_id: str | None = None
     ) -> None:
-        """Mirror a memory-tool call (single operation or batch) one operation at a time."""
+        """Deprecated: memory writes are mirrored by the memory itself (a write listener).
+
+        Calling it after a write made through a memory this manager listens to mirrors
+        the write twice.
+        """
+        warnings.warn(
+            "MemoryManager.notify_memory_tool_write is deprecated: the manager hears every "
+            "write to its memory itself; call notify_memory_write for writes made to "
+            "another memory object.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         target = str(args.get("target") or "memory")
         operations = args.get("operations")
         if isinstance(operations, Sequence) and not isinstance(operations, str) and operations:
@@ -589,6 +629,8 @@ class MemoryManager:
         """
         if self.shutdown_report is not None:
             return self.shutdown_report
+        if self._stop_listening is not None:
+            self._stop_listening()
         drained = self.flush_pending(self.sync_drain_timeout)
         pending = self.pending()
         self._background.stop()
@@ -618,20 +660,3 @@ class MemoryManager:
             shutdown_errors=tuple(errors),
         )
         return self.shutdown_report
-
-
-def _parse_args(args: Mapping[str, Any] | str | None) -> Mapping[str, Any]:
-    """A tool call's arguments as a mapping (the raw JSON string is accepted too)."""
-    if args is None or args == "":
-        return {}
-    if isinstance(args, str):
-        try:
-            value = json.loads(args)
-        except json.JSONDecodeError as exc:
-            raise ProviderError(
-                f"arguments are not valid JSON ({exc.msg}); send an object"
-            ) from None
-        args = value
-    if not isinstance(args, Mapping):
-        raise ProviderError(f"arguments must be a JSON object, got {type(args).__name__}")
-    return args

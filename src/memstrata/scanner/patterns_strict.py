@@ -164,7 +164,7 @@ STRICT_PATTERNS: tuple[ThreatPattern, ...] = (
         ),
         _a(
             "akia asia",
-            r"\b(?:akia|asia)[0-9a-z]{16}\b",
+            r"\b(?:akia|asia)[0-9a-z]{16}\b(?<!example)",
         ),
         _a(
             "ghp_ gho_ ghu_ ghs_ ghr_",

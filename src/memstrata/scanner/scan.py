@@ -39,8 +39,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from memstrata.scanner.mentions import blank_quoted_mentions
+from memstrata.scanner.normalize import decoded_views, skeleton
 from memstrata.scanner.patterns import ALL_PATTERNS
 from memstrata.scanner.patterns_context import CONTEXT_PATTERNS
+from memstrata.scanner.patterns_intent import INTENT_PATTERNS
 from memstrata.scanner.patterns_strict import STRICT_PATTERNS
 from memstrata.scanner.regex import (
     MAX_SCAN_CHARS,
@@ -54,6 +57,7 @@ from memstrata.scanner.unicode import (
     INVISIBLE_CODEPOINTS,
     INVISIBLE_PREFIX,
     char_name,
+    finish_fold,
     fold,
     invisible_findings,
 )
@@ -86,7 +90,18 @@ class ThreatFinding:
 # --------------------------------------------------------------------------------------
 # The pattern table, in report order: ``all`` first, then ``context``, then ``strict``.
 # Ids follow Hermes Agent where it has the same category, so findings look familiar.
-PATTERNS: tuple[ThreatPattern, ...] = ALL_PATTERNS + CONTEXT_PATTERNS + STRICT_PATTERNS
+def _intent(scope: str) -> tuple[ThreatPattern, ...]:
+    return tuple(p for p in INTENT_PATTERNS if p.scope == scope)
+
+
+PATTERNS: tuple[ThreatPattern, ...] = (
+    ALL_PATTERNS
+    + _intent("all")
+    + CONTEXT_PATTERNS
+    + _intent("context")
+    + STRICT_PATTERNS
+    + _intent("strict")
+)
 
 _LEVEL: dict[str, int] = {s: i for i, s in enumerate(SCOPES)}
 _BY_SCOPE: dict[str, tuple[ThreatPattern, ...]] = {
@@ -120,14 +135,46 @@ def scan_for_threats(text: str, scope: Scope = "strict") -> list[ThreatFinding]:
     if not isinstance(text, str):
         raise TypeError(f"scan_for_threats needs a str, got {type(text).__name__}")
     findings = [ThreatFinding(i, d) for i, d in invisible_findings(text)]
-    folded = fold(text)
-    found = _Anchors(folded)
-    findings.extend(
-        ThreatFinding(p.pattern_id, p.description)
-        for p in patterns
-        if p.matches(folded, _found=found)
-    )
+    normal = skeleton(text)
+    # Instruction patterns read the text with quoted mentions blanked ("the deck quotes
+    # 'ignore previous instructions' as an example"); secret values are read in full.
+    blanked = blank_quoted_mentions(normal)
+    hits: dict[str, str] = {}
+    for source, group in (
+        (normal, [p for p in patterns if p.pattern_id in _QUOTE_PROOF]),
+        (blanked, [p for p in patterns if p.pattern_id not in _QUOTE_PROOF]),
+    ):
+        _scan_views(tuple(group), text, source, hits)
+    order = {p.pattern_id: i for i, p in enumerate(patterns)}
+    findings.extend(ThreatFinding(pid, hits[pid]) for pid in sorted(hits, key=order.__getitem__))
     return findings
+
+
+# Secret values: quoting one does not make it any less of a secret.
+_QUOTE_PROOF = frozenset({"hardcoded_secret", "known_secret_format", "cloud_access_key"})
+
+
+def _scan_views(
+    patterns: tuple[ThreatPattern, ...], raw: str, normal: str, hits: dict[str, str]
+) -> None:
+    """Add to ``hits`` the patterns matching ``normal`` or one of its decoded views."""
+    if not patterns:
+        return
+    hits.update(_matching(patterns, finish_fold(normal)))
+    # Decoded views (spelled-out letters, leetspeak, ROT13, reversed text, base64) are
+    # checked for the patterns the plain text did not already trip.
+    for view, decoded in decoded_views(raw, normal):
+        rest = tuple(p for p in patterns if p.pattern_id not in hits)
+        if not rest:
+            return
+        for pid, description in _matching(rest, finish_fold(decoded)).items():
+            hits[pid] = f"{description} (after decoding {view})"
+
+
+def _matching(patterns: tuple[ThreatPattern, ...], folded: str) -> dict[str, str]:
+    """``{pattern_id: description}`` of the patterns that match ``folded``."""
+    found = _Anchors(folded)
+    return {p.pattern_id: p.description for p in patterns if p.matches(folded, _found=found)}
 
 
 def _describe_codepoint(label: str) -> str:

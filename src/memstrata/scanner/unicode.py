@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from memstrata.scanner.normalize import skeleton
+
 INVISIBLE_PREFIX = "invisible_unicode_"
 
 # Zero-width and joiner characters, invisible math operators, the BOM used mid-text,
@@ -110,22 +112,11 @@ def fold(text: str) -> str:
     the raw text. Each step is skipped when a cheap check shows it has nothing to do,
     which keeps plain ASCII prose at a few milliseconds per megabyte.
     """
-    if not text.isascii():
-        if _INVISIBLE_RX.search(text):
-            text = _FLAG_SEQUENCE_RX.sub("", text)
-            smuggled = "\n".join(
-                "".join(chr(ord(c) - 0xE0000) for c in run) for run in _TAG_RUN_RX.findall(text)
-            )
-            text = _INVISIBLE_RX.sub("", text)
-            if smuggled:
-                text = f"{text}\n{smuggled}"
-        text = unicodedata.normalize("NFKC", text)
-        if not text.isascii():
-            # Accents on Latin, Greek and Cyrillic letters ("ignóre") are dropped: NFKD
-            # splits them off; the NFKC above already did the compatibility folding.
-            text = _MARKS_RX.sub("", unicodedata.normalize("NFKD", text))
-            text = text.translate(_CONFUSABLES)
-    text = text.casefold()
+    return finish_fold(skeleton(text))
+
+
+def finish_fold(text: str) -> str:
+    """The layout steps of :func:`fold` on an already normalised text."""
     if "*" in text:
         text = text.replace("*", "")
     if "_" in text:

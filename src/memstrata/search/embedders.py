@@ -39,7 +39,7 @@ from memstrata.store.vectors import (
 )
 
 if TYPE_CHECKING:
-    from memstrata.store.base import BaseSessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = [
     "INDEX_BATCH",
@@ -133,14 +133,14 @@ def _check_store(store: object) -> None:
         )
 
 
-def pending_count(store: BaseSessionStore, embedder_name: str) -> int:
+def pending_count(store: SessionStoreContract, embedder_name: str) -> int:
     """Messages without a vector of ``embedder_name`` yet."""
     _check_store(store)
     return store.count_unvectored(embedder_name)
 
 
 def index_pending(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     embedder: Embedder,
     *,
     limit: int | None = None,

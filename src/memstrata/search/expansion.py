@@ -29,7 +29,7 @@ from memstrata.llm import LLMClient
 from memstrata.query.compile import MAX_QUERY_CHARS, clean_text
 
 if TYPE_CHECKING:
-    from memstrata.store.base import BaseSessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = [
     "EXPANSION_PROMPT",
@@ -70,7 +70,7 @@ def parse_subqueries(text: str, limit: int = MAX_SUBQUERIES) -> list[str]:
     return out
 
 
-def cached_expansion(store: BaseSessionStore, model: str, question: str) -> list[str] | None:
+def cached_expansion(store: SessionStoreContract, model: str, question: str) -> list[str] | None:
     """The cached sub-queries of ``question`` under ``model``, or None when not cached."""
     raw = store.get_cached_expansion(model, _normalise(question))
     if raw is None:
@@ -83,7 +83,7 @@ def cached_expansion(store: BaseSessionStore, model: str, question: str) -> list
 
 
 def expand_query(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     llm: LLMClient,
     question: str,
     *,

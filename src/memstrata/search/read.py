@@ -18,7 +18,7 @@ from memstrata.search.truncate import message_block
 from memstrata.store.hits import text_of
 
 if TYPE_CHECKING:
-    from memstrata.store.base import BaseSessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 READ_HEAD = 20
 READ_TAIL = 10
@@ -65,7 +65,7 @@ def message_view(row: Mapping[str, Any], *, anchor: bool = False) -> dict[str, A
     return item
 
 
-def _session_meta(store: BaseSessionStore, session_id: str) -> dict[str, Any]:
+def _session_meta(store: SessionStoreContract, session_id: str) -> dict[str, Any]:
     row = store.get_session(session_id)
     if row is None:
         raise SessionNotFoundError(
@@ -92,14 +92,14 @@ def _in_context_error(session_id: str) -> SessionStoreError:
 
 
 def read_session(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     session_id: str,
     *,
     current_session_id: str | None = None,
     note: str = "",
 ) -> dict[str, Any]:
     """One session's visible messages; a long one gives its first 20 and last 10."""
-    resolved = store.resolve_session_id(session_id)
+    resolved = store.resolve_session(session_id)
     meta = _session_meta(store, resolved)
     live = store.live_session_ids(current_session_id)
     total = store.count_visible([resolved], hide_live=live)
@@ -142,7 +142,7 @@ def clamp_window(window: object) -> int:
 
 
 def scroll_session(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     session_id: str,
     around_message_id: int,
     *,
@@ -160,7 +160,7 @@ def scroll_session(
             f"around_message_id must be an integer message id, got {around_message_id!r}."
         )
     size = clamp_window(window)
-    resolved = store.resolve_session_id(session_id)
+    resolved = store.resolve_session(session_id)
     warning = None
     row = store.get_message(around_message_id)
     if row is None:

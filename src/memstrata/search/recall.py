@@ -49,7 +49,7 @@ from memstrata.search.truncate import (
 
 if TYPE_CHECKING:
     from memstrata.search.embedders import Embedder
-    from memstrata.store.base import BaseSessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _clamp_limit(limit: int | None) -> int:
 
 
 def session_search(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     query: str | None = "",
     *,
     current_session_id: str | None = None,
@@ -174,7 +174,7 @@ def _sources(source: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def recent_sessions(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     *,
     limit: int = DEFAULT_LIMIT,
     source: str | Iterable[str] | None = None,
@@ -259,12 +259,12 @@ class _Conversation:
         return bool(set(self.chain) & set(self.live))
 
 
-def _all_rows(store: BaseSessionStore, conv: _Conversation) -> list[dict[str, Any]]:
+def _all_rows(store: SessionStoreContract, conv: _Conversation) -> list[dict[str, Any]]:
     return store.visible_messages(conv.chain, hide_live=conv.live)
 
 
 def _rows_near(
-    store: BaseSessionStore, conv: _Conversation, before: int = 12, after: int = 30
+    store: SessionStoreContract, conv: _Conversation, before: int = 12, after: int = 30
 ) -> list[dict[str, Any]]:
     # Enough messages around the best hit for a verbatim excerpt; more after it than
     # before, as in the truncation window (what followed a match is the answer).
@@ -286,7 +286,7 @@ class _Evidence:
 
 
 def _evidence(
-    store: BaseSessionStore, query: str, config: Config | None, llm: LLMClient | None
+    store: SessionStoreContract, query: str, config: Config | None, llm: LLMClient | None
 ) -> _Evidence:
     cfg = config if config is not None else Config.load()
     from memstrata.search.embedders import embedder_from_config
@@ -313,7 +313,7 @@ def _evidence(
 
 
 def _find(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     query: str,
     filters: Filters,
     limit: int,
@@ -362,7 +362,7 @@ class _Summarizer:
 
 
 def discover(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     query: str,
     *,
     limit: int = DEFAULT_LIMIT,
@@ -457,7 +457,7 @@ def _job(conv: _Conversation, query: str, transcript: str) -> SummaryJob:
 
 
 def _summaries(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     found: list[_Conversation],
     query: str,
     needles: Needles,
@@ -505,7 +505,7 @@ def _summaries(
 
 
 def _attach(
-    store: BaseSessionStore,
+    store: SessionStoreContract,
     conv: _Conversation,
     result: dict[str, Any],
     outcome: SummaryOutcome | None,

@@ -27,7 +27,7 @@ from memstrata.errors import LLMError, StorageError
 from memstrata.llm.types import LLMClient
 
 if TYPE_CHECKING:
-    from memstrata.store.base import BaseSessionStore
+    from memstrata.store.contract import SessionStoreContract
 
 MAX_SUMMARY_INPUT_CHARS = 100_000
 MAX_SUMMARY_CHARS = 6_000
@@ -100,14 +100,14 @@ class SummaryOutcome:
 # ------------------------------------------------------------------------------ cache
 
 
-def cache_get(store: BaseSessionStore, job: SummaryJob) -> str | None:
+def cache_get(store: SessionStoreContract, job: SummaryJob) -> str | None:
     """The cached summary for ``job``, or None."""
     return store.get_cached_summary(
         job.tip_session_id, job.message_count, job.last_message_id, normalize_query(job.query)
     )
 
 
-def cache_put(store: BaseSessionStore, job: SummaryJob, summary: str, model: str) -> bool:
+def cache_put(store: SessionStoreContract, job: SummaryJob, summary: str, model: str) -> bool:
     """Store a summary; older entries of the same conversation and query are dropped.
 
     Returns False when the store cannot be written (read-only): caching is best effort.
@@ -143,7 +143,7 @@ class SummaryCache(Protocol):
 class StoreSummaryCache:
     """The summary cache of a session store (either backend)."""
 
-    store: BaseSessionStore
+    store: SessionStoreContract
 
     def get(self, job: SummaryJob) -> str | None:
         """The cached summary for ``job``, or None."""
@@ -212,7 +212,7 @@ def _close_later(pool: ThreadPoolExecutor, client: LLMClient | None) -> None:
 
 
 def summarize_all(
-    store: BaseSessionStore | None,
+    store: SessionStoreContract | None,
     client: LLMClient,
     jobs: Sequence[SummaryJob],
     *,

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from memstrata.store.contract import SessionStoreContract
     from memstrata.store.sqlite.store import SessionStore
 
 __all__ = [
     "SessionStore",
+    "SessionStoreContract",
 ]
 
 # Imported on first use, so importing one module of the package stays cheap.
@@ -20,5 +22,6 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "SessionStore": "memstrata.store.sqlite.store",
+        "SessionStoreContract": "memstrata.store.contract",
     },
 )

@@ -203,6 +203,12 @@ class Transaction(abc.ABC):
         unique index refuses it (another writer just took it)."""
 
     @abc.abstractmethod
+    def namespace_counts(self) -> list[dict[str, Any]]:
+        """Every tenant of the database, by name: ``{namespace, sessions, messages,
+        memory_rows, last_active}``. A backend holding one tenant returns one row whose
+        ``namespace`` is None."""
+
+    @abc.abstractmethod
     def ids_starting_with(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` ids starting with ``prefix`` (taken literally), newest first."""
 

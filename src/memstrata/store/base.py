@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, cast
 
 from memstrata.closing import Closing
 from memstrata.errors import (
@@ -43,6 +43,15 @@ from memstrata.store.codec import (
     timestamp_bounds,
     usage_values,
 )
+from memstrata.store.contract import (
+    Durability,
+    MessageHit,
+    MessageRow,
+    MessageWindow,
+    SessionHit,
+    SessionListing,
+    SessionRow,
+)
 from memstrata.store.hits import hit_dicts
 from memstrata.store.rank import (
     CANDIDATES,
@@ -60,7 +69,6 @@ from memstrata.store.rank import rank_query as rank_in
 if TYPE_CHECKING:
     from memstrata.store.vectors import Embedder
 
-Durability = Literal["normal", "full"]
 # Prefixes longer than this are not searched (exact ids of any length still are).
 MAX_ID_CHARS = 1_000
 # A prune deletes this many sessions per transaction, so live agents never wait long.
@@ -184,11 +192,11 @@ class BaseSessionStore(Closing, abc.ABC):
                 titles.set_title(tx, session_id, clean_title)
         return session_id
 
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
+    def get_session(self, session_id: str) -> SessionRow | None:
         """The session row as a dict (``model_config`` decoded when it is JSON), or None."""
         with self._transaction() as tx:
             row = tx.session_rows([session_id]).get(session_id)
-        return None if row is None else decode_model_config(dict(row))
+        return None if row is None else cast(SessionRow, decode_model_config(dict(row)))
 
     def _update(
         self,
@@ -345,7 +353,7 @@ class BaseSessionStore(Closing, abc.ABC):
         offset: int = 0,
         include_archived: bool = False,
         order_by_last_active: bool = True,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SessionListing]:
         """One row per conversation, each compression chain shown as its tip.
 
         Keys: id (the compression tip), root_id, title, source, model, started_at,
@@ -354,9 +362,10 @@ class BaseSessionStore(Closing, abc.ABC):
         """
         where = ListingFilter(source, tuple(exclude_sources or ()), include_archived)
         with self._transaction(snapshot=True) as tx:
-            return listing.list_conversations(
+            rows = listing.list_conversations(
                 tx, where, limit=limit, offset=offset, by_activity=order_by_last_active
             )
+        return cast(list[SessionListing], rows)
 
     def resolve_session_id(self, prefix: str) -> str:
         """An exact id, or the one id starting with ``prefix``."""
@@ -381,6 +390,58 @@ class BaseSessionStore(Closing, abc.ABC):
                 f"{prefix!r} matches several sessions ({shown}): type more characters of the id."
             )
         return ids[0]
+
+    def resolve_session(self, ref: str) -> str:
+        """The session ``ref`` names: an exact id, a unique id prefix, or an exact title
+        (its newest ``"title #N"`` continuation).
+
+        A trailing ellipsis (a cell a terminal cut short, pasted back) is dropped and the
+        rest read as a prefix. Raises :class:`SessionNotFoundError` when nothing matches and
+        :class:`AmbiguousSessionError` when a prefix matches several sessions and no title
+        matches exactly.
+        """
+        if not isinstance(ref, str) or not ref.strip():
+            raise SessionNotFoundError("Give a session id, a prefix of one, or a title.")
+        ref = ref.strip()
+        cut = ref.removesuffix("…").removesuffix("...")
+        try:
+            return self.resolve_session_id(cut or ref)
+        except SessionNotFoundError:
+            found = self.resolve_session_by_title(ref)
+            if found is None:
+                raise SessionNotFoundError(
+                    f"No session has the id, id prefix or title {ref!r}: "
+                    "`memstrata sessions list` shows both."
+                ) from None
+            return found
+        except AmbiguousSessionError:
+            found = self.resolve_session_by_title(ref)
+            if found is None:
+                raise
+            return found
+
+    def list_namespaces(self) -> list[dict[str, Any]]:
+        """Every tenant of the database with its counts (``{namespace, sessions, messages,
+        memory_rows, last_active}``), by name; a SQLite file is one row, namespace None."""
+        with self._transaction(snapshot=True) as tx:
+            return tx.namespace_counts()
+
+    def short_ids(self, session_ids: Iterable[str], min_chars: int = 8) -> dict[str, str]:
+        """The shortest prefix (at least ``min_chars``) of each id that no other session
+        of the store starts with, so a table can show it and every command resolves it."""
+        shown: dict[str, str] = {}
+        with self._transaction(snapshot=True) as tx:
+            for sid in session_ids:
+                # Uniqueness only grows with length: bisect on the prefix length.
+                low, high = min(min_chars, len(sid)), len(sid)
+                while low < high:
+                    mid = (low + high) // 2
+                    if tx.ids_starting_with(sid[:mid], 2) == [sid]:
+                        high = mid
+                    else:
+                        low = mid + 1
+                shown[sid] = sid[:high]
+        return shown
 
     # -- deletion ------------------------------------------------------------------------
 
@@ -551,27 +612,26 @@ class BaseSessionStore(Closing, abc.ABC):
             self._require(tx, session_id)
             return tx.insert_messages(session_id, rows) if rows else []
 
-    def get_messages(
-        self, session_id: str, *, include_inactive: bool = False
-    ) -> list[dict[str, Any]]:
+    def get_messages(self, session_id: str, *, include_inactive: bool = False) -> list[MessageRow]:
         """The session's live messages ordered by id (archived ones too if asked)."""
         with self._transaction() as tx:
-            return tx.messages(session_id, include_inactive=include_inactive)
+            rows = tx.messages(session_id, include_inactive=include_inactive)
+        return cast(list[MessageRow], rows)
 
-    def get_message(self, message_id: int) -> dict[str, Any] | None:
+    def get_message(self, message_id: int) -> MessageRow | None:
         """One message by id (of any session, archived or not), or None."""
         if isinstance(message_id, bool) or not isinstance(message_id, int):
             raise SessionStoreError(f"A message id is an integer, got {message_id!r}.")
         if not -(2**63) <= message_id < 2**63:
             return None  # no database integer holds it
         with self._transaction() as tx:
-            return tx.message(message_id)
+            return cast(MessageRow | None, tx.message(message_id))
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """The live messages as OpenAI chat dicts (role, content, tool_calls, ...)."""
         return as_conversation(self.get_messages(session_id))
 
-    def get_messages_around(self, message_id: int, window: int = 5) -> dict[str, Any]:
+    def get_messages_around(self, message_id: int, window: int = 5) -> MessageWindow:
         """A message and up to ``window`` neighbours each side.
 
         Returns ``{session_id, anchor, messages, messages_before, messages_after, window}``
@@ -598,8 +658,8 @@ class BaseSessionStore(Closing, abc.ABC):
             counts = tx.count_beyond(sid, first, last)
         return {
             "session_id": sid,
-            "anchor": anchor,
-            "messages": [*reversed(before), anchor, *after],
+            "anchor": cast(MessageRow, anchor),
+            "messages": cast(list[MessageRow], [*reversed(before), anchor, *after]),
             "messages_before": counts[0],
             "messages_after": counts[1],
             "window": window,
@@ -668,7 +728,7 @@ class BaseSessionStore(Closing, abc.ABC):
         offset: int = 0,
         include_inactive: bool = False,
         dates: bool = True,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MessageHit]:
         """Full-text search over every message, best match first (or newest/oldest first
         with ``sort``); never a syntax error, whatever the query.
 
@@ -707,7 +767,8 @@ class BaseSessionStore(Closing, abc.ABC):
             else:
                 ranked = rank_in(tx, query, filters, k=k, dates=dates, want=offset + limit)
                 compiled, cands = ranked.compiled, ranked.candidates
-            return hit_dicts(tx, compiled, cands[offset : offset + limit], filters)
+            hits = hit_dicts(tx, compiled, cands[offset : offset + limit], filters)
+        return cast(list[MessageHit], hits)
 
     def search_sessions(
         self,
@@ -728,7 +789,7 @@ class BaseSessionStore(Closing, abc.ABC):
         speakers: bool = False,
         embedder: Embedder | None = None,
         subqueries: Sequence[str] = (),
-    ) -> list[dict[str, Any]]:
+    ) -> list[SessionHit]:
         """Rank sessions for ``query``: each scores its best ``top_hits`` messages, the i-th
         weighted ``hit_decay ** i``.
 
@@ -777,13 +838,16 @@ class BaseSessionStore(Closing, abc.ABC):
             hits = {h["id"]: h for h in hit_dicts(tx, found.compiled, best, filters, context=False)}
             rows = tx.session_rows([c.session_id for c in best])
         titles_by_id = {sid: row["title"] for sid, row in rows.items()}
-        return session_results(
-            ranked,
-            hits,
-            titles_by_id,
-            by_lineage=by_lineage,
-            top_hits=top_hits,
-            hit_decay=hit_decay,
+        return cast(
+            list[SessionHit],
+            session_results(
+                ranked,
+                hits,
+                titles_by_id,
+                by_lineage=by_lineage,
+                top_hits=top_hits,
+                hit_decay=hit_decay,
+            ),
         )
 
     def rank(

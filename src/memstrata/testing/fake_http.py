@@ -8,17 +8,46 @@ import json
 import select
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from memstrata.testing import wire
-from memstrata.testing.embeddings import embed_text
+from memstrata.testing.embeddings import EmbeddingMode, embed_text
 from memstrata.testing.replies import Reply
 
-if TYPE_CHECKING:
-    from memstrata.testing.fake_llm import FakeLLMServer
+
+class ServedModel(Protocol):
+    """What the handler needs of :class:`~memstrata.testing.FakeLLMServer`: its settings,
+    its script and its request log. Declared here so the handler does not import the
+    server that imports it."""
+
+    model: str
+    latency: float
+    embedding_dimensions: int
+    embedding_mode: EmbeddingMode
+    stream_chunk_chars: int
+    api_key: str | None
+    _stopping: threading.Event
+
+    def _record(
+        self, method: str, path: str, headers: Mapping[str, str], body: Any, raw: bytes
+    ) -> None: ...
+
+    def _record_error(self, exc: BaseException) -> None: ...
+
+    def _enter(self) -> None: ...
+
+    def _leave(self) -> None: ...
+
+    def _next_id(self) -> int: ...
+
+    def _choose(self, endpoint: Literal["chat", "embeddings"], body: dict[str, Any]) -> Reply: ...
+
+    def _cached_tokens(self, prompt: str) -> int: ...
+
 
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"
@@ -30,13 +59,13 @@ Api = Literal["openai", "anthropic"]
 
 
 class FakeHTTPServer(ThreadingHTTPServer):
-    """A threading HTTP server that knows its :class:`FakeLLMServer`."""
+    """A threading HTTP server that knows the fake model it serves."""
 
     daemon_threads = True
     # stop() must not wait for a handler sleeping through a long scripted delay.
     block_on_close = False
 
-    def __init__(self, fake: FakeLLMServer) -> None:
+    def __init__(self, fake: ServedModel) -> None:
         super().__init__(("127.0.0.1", 0), FakeHandler)
         self.fake = fake
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from memstrata.tools.memory import MemoryTool
+    from memstrata.memory.tool import MemoryTool
     from memstrata.tools.remember import RememberTool
     from memstrata.tools.session_search import SessionSearchTool
     from memstrata.tools.toolbox import Toolbox, dispatch_tool
@@ -26,7 +26,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "MemoryTool": "memstrata.tools.memory",
+        "MemoryTool": "memstrata.memory.tool",
         "RememberTool": "memstrata.tools.remember",
         "SessionSearchTool": "memstrata.tools.session_search",
         "Toolbox": "memstrata.tools.toolbox",

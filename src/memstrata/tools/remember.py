@@ -31,18 +31,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from memstrata.config import Config, memstrata_home
-from memstrata.errors import StorageError
+from memstrata.llm.arguments import optional_str, required_str
 from memstrata.providers.facts.classify import classify
-from memstrata.providers.facts.provider import fact_json, format_recalled, recalled_by_provider
+from memstrata.providers.facts.provider import fact_json
+from memstrata.providers.facts.remembered import RECALL_CHARS, RECALL_LIMIT, recall_remembered
 from memstrata.providers.facts.schema import CATEGORIES
-from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
-from memstrata.tools.toolbox import optional_str, required_str
+from memstrata.providers.facts.store import FactStore
 
 logger = logging.getLogger(__name__)
 
 REMEMBER_TOOL_NAME: Final = "remember"
-RECALL_LIMIT: Final = 5
-RECALL_CHARS: Final = 800
 
 REMEMBER_TOOL_DESCRIPTION: Final = (
     "Capture one fact the moment you notice it, so a later session can recall it. Use it "
@@ -145,32 +143,11 @@ class RememberTool:
                 self._store = None
 
 
-def recall_remembered(
-    home: Path,
-    message: str,
-    *,
-    config: Config | None = None,
-    limit: int = RECALL_LIMIT,
-    chars: int = RECALL_CHARS,
-) -> str:
-    """``## Recalled facts`` from ``<home>/facts.db`` relevant to ``message``, or ``""``.
-
-    The built-in provider's prefetch: it reads only (no database is created by chatting),
-    skips facts mirrored from the curated files (the snapshot shows those), and returns
-    ``""`` while a ``facts`` provider of this process recalls the same file itself.
-    """
-    path = Path(home) / FACTS_FILENAME
-    if not message.strip() or not path.exists():
-        return ""
-    if recalled_by_provider(path):
-        return ""
-    cfg = config if config is not None else Config.load(home)
-    try:
-        with FactStore(path, busy_timeout_ms=int(cfg.get("store.busy_timeout_ms"))) as store:
-            mirrored = [f.id for f in store.list(source="mirror", limit=10_000)]
-            facts = store.recall(message, limit=limit, exclude=mirrored)
-    except StorageError:
-        # Recall is best effort: a locked or damaged facts file never blocks a turn.
-        logger.warning("remembered facts were not recalled from %s", path, exc_info=True)
-        return ""
-    return format_recalled(facts, chars)[0]
+__all__ = [
+    "RECALL_CHARS",
+    "RECALL_LIMIT",
+    "REMEMBER_TOOL_NAME",
+    "REMEMBER_TOOL_SCHEMA",
+    "RememberTool",
+    "recall_remembered",
+]

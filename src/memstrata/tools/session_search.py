@@ -13,16 +13,16 @@ import math
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, time, timedelta
-from pathlib import Path
 from typing import Any
 
+from memstrata.backends import open_store
 from memstrata.config import Config
 from memstrata.errors import ToolArgumentError
+from memstrata.llm.arguments import describe_type, optional_str, shorten
 from memstrata.llm.types import LLMClient
 from memstrata.search.read import DEFAULT_WINDOW, MAX_WINDOW
 from memstrata.search.recall import DEFAULT_LIMIT, MAX_LIMIT, session_search
-from memstrata.store.sqlite.store import DB_FILENAME, SessionStore
-from memstrata.tools.toolbox import describe_type, optional_str, shorten
+from memstrata.store.contract import SessionStoreContract
 
 NAME = "session_search"
 
@@ -268,7 +268,7 @@ class SessionSearchTool:
 
     def __init__(
         self,
-        store: SessionStore | None = None,
+        store: SessionStoreContract | None = None,
         *,
         config: Config | None = None,
         current_session_id: str | None = None,
@@ -281,14 +281,14 @@ class SessionSearchTool:
         self.current_session_id = current_session_id
 
     @property
-    def store(self) -> SessionStore:
-        """The session store, opened on first use."""
+    def store(self) -> SessionStoreContract:
+        """The session store the configuration names (SQLite or store.dsn), opened on first
+        use."""
         with self._lock:
             if self._store is None:
                 config = self._config if self._config is not None else Config.load()
                 self._config = config
-                path: Path = config.home / DB_FILENAME
-                self._store = SessionStore(path, config=config)
+                self._store = open_store(config)
             return self._store
 
     def handle(self, args: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,4 +1,4 @@
-"""Tool dispatch: from a tool call's name and arguments to model-facing JSON.
+"""Tool dispatch: the one edge from a tool call's name and arguments to model-facing JSON.
 
 :func:`dispatch_tool` is the one entry an agent loop needs. It takes the raw
 ``arguments`` string of an OpenAI tool call (or an already-parsed dict), runs the tool
@@ -6,22 +6,63 @@ and returns ``json.dumps(result, ensure_ascii=False)``. It never raises: malform
 an unknown tool name, wrong argument types and unexpected bugs all come back as
 ``{"success": false, "error": ...}`` text that tells the model what to do next.
 
+Tools raise; :meth:`Toolbox.call` is where an error becomes that text (the CLI and the
+MCP server are the only other edges). Arguments are parsed once, by
+:func:`~memstrata.llm.arguments.parse_arguments`.
+
 A :class:`Toolbox` maps names to schemas and handlers; :meth:`Toolbox.default` holds the
-memory, session_search and remember tools, and other tools register the same way.
+memory, session_search and remember tools, and the tools of the memory providers register
+into it with :meth:`Toolbox.register_provider_tools`. When ``memory.provider`` names an
+external provider, the toolbox :func:`dispatch_tool` uses starts it, so a memory write made
+through ``dispatch_tool`` reaches the provider like one made by the agent.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from memstrata.config import Config, memstrata_home
-from memstrata.errors import CuratedMemoryError, MemstrataError, ToolArgumentError
+from memstrata.errors import CuratedMemoryError, MemstrataError
+
+# The argument helpers are re-exported: tools written against 0.1 import them from here.
+from memstrata.llm.arguments import (
+    describe_type,
+    error_response,
+    optional_int,
+    optional_str,
+    parse_arguments,
+    required_str,
+    shorten,
+)
+
+if TYPE_CHECKING:
+    from memstrata.providers.manager import MemoryManager
+
+__all__ = [
+    "SchemaFormat",
+    "Tool",
+    "ToolHandler",
+    "Toolbox",
+    "default_toolbox",
+    "describe_type",
+    "dispatch_tool",
+    "error_response",
+    "optional_int",
+    "optional_str",
+    "parse_arguments",
+    "required_str",
+    "shorten",
+    "to_anthropic_schema",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,99 +86,6 @@ class Tool(Protocol):
     def reset_turn(self) -> None:
         """Forget per-turn state (called at the start of every user turn)."""
         ...
-
-
-def describe_type(value: object) -> str:
-    """Name a value's type the way JSON does (a model sent JSON, not Python)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
-def optional_str(args: Mapping[str, Any], key: str, where: str = "") -> str | None:
-    """Argument ``key`` as a string, None when absent; ToolArgumentError for any other type.
-
-    ``where`` prefixes the message (e.g. "Operation 2: ") inside batched calls.
-    """
-    value = args.get(key)
-    if value is None or isinstance(value, str):
-        return value
-    raise ToolArgumentError(
-        f"{where}{key} must be a string, got {describe_type(value)}. "
-        "Resend the call with it as a JSON string."
-    )
-
-
-def required_str(args: Mapping[str, Any], key: str, example: str = "") -> str:
-    """Argument ``key`` as a non-blank string (stripped); ToolArgumentError otherwise.
-
-    ``example`` (a JSON object text) is quoted in the message to show a valid call.
-    """
-    value = args.get(key)
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    got = "nothing" if value is None else f"{describe_type(value)} {shorten(value)}"
-    hint = f", e.g. {example}" if example else ""
-    raise ToolArgumentError(
-        f"'{key}' is required and must be a non-empty string, got {got}. Resend the call "
-        f"with it{hint}."
-    )
-
-
-def optional_int(
-    args: Mapping[str, Any], key: str, *, minimum: int, maximum: int, default: int
-) -> int:
-    """Argument ``key`` as an integer in ``[minimum, maximum]``, ``default`` when absent.
-
-    A whole float (``5.0``, as some models send) is accepted; anything else, booleans
-    included, raises ToolArgumentError naming the range.
-    """
-    value = args.get(key)
-    if value is None:
-        return default
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise ToolArgumentError(
-            f"'{key}' must be an integer from {minimum} to {maximum}, got "
-            f"{describe_type(value)} {shorten(value)}. Resend the call with a number in range."
-        )
-    return value
-
-
-def shorten(value: object, width: int = 60) -> str:
-    """Quote a model's value back briefly: a huge string must not flood the context."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _jsonable(value: Any) -> Any:
-    # Error details may hold Usage objects, paths or tuples; the model gets plain JSON.
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return str(value)
-
-
-def error_response(message: str, **details: Any) -> dict[str, Any]:
-    """The error shape every tool returns: ``{"success": false, "error": message, ...}``.
-
-    ``details`` (recovery data such as ``current_entries``) are made JSON-able.
-    """
-    return {"success": False, "error": message, **_jsonable(details)}
 
 
 def to_anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,24 +116,57 @@ class Toolbox:
         self._tools: dict[str, _Tool] = {}
 
     @classmethod
-    def default(cls, home: Path | None = None, *, config: Config | None = None) -> Toolbox:
+    def default(
+        cls,
+        home: Path | None = None,
+        *,
+        config: Config | None = None,
+        manager: MemoryManager | None = None,
+    ) -> Toolbox:
         """A toolbox holding the memory, session_search and remember tools over ``home``
-        (default ``$MEMSTRATA_HOME``)."""
-        # Imported here: tool modules import the helpers above, so this module cannot
-        # import them at load time.
-        from memstrata.tools.memory import MemoryTool
+        (default ``$MEMSTRATA_HOME``).
+
+        With ``manager``, the ``memory`` tool is the manager's (over its memory, whose
+        writes the manager mirrors to its external providers) and the providers' own
+        tools are registered too.
+        """
+        from memstrata.memory.tool import MemoryTool
         from memstrata.tools.remember import RememberTool
         from memstrata.tools.session_search import SessionSearchTool
 
         if config is None:
-            config = Config.load(home)
+            config = manager.config if manager is not None else Config.load(home)
         box = cls()
-        box.register_tool(MemoryTool(config=config))
+        if manager is None:
+            box.register_tool(MemoryTool(config=config))
+        else:
+            box.register_provider_tools(manager)
         # The store opens on the first search, so building a toolbox creates no database.
         box.register_tool(SessionSearchTool(config=config))
-        # The facts database opens on the first remember call, likewise.
-        box.register_tool(RememberTool(config=config))
+        if "remember" not in box:
+            # The facts database opens on the first remember call, likewise.
+            box.register_tool(RememberTool(config=config))
         return box
+
+    def register_provider_tools(
+        self, manager: MemoryManager, *, include_builtin: bool = True, replace: bool = True
+    ) -> list[str]:
+        """Register the tools of ``manager``'s providers (``memory`` first, then each
+        external provider's); return their names.
+
+        The manager runs each call (:meth:`MemoryManager.call_tool`), so errors raise
+        and become the model's text here, in :meth:`call`. With ``replace`` (the
+        default) a provider tool takes the place of a tool of the same name.
+        """
+        names: list[str] = []
+        for schema in manager.get_tool_schemas(include_builtin=include_builtin):
+            name = schema["function"]["name"]
+            if name in self and not replace:
+                continue
+            handler = functools.partial(manager.call_tool, name)
+            self.register(name, schema, handler, replace=True)
+            names.append(name)
+        return names
 
     def register_tool(self, tool: Tool, *, replace: bool = False) -> None:
         """Register a tool object (such as a MemoryTool) with its turn reset."""
@@ -276,39 +257,6 @@ class Toolbox:
             )
 
 
-def parse_arguments(args: object) -> Mapping[str, Any]:
-    """Parse a tool call's arguments: a JSON object string (or bytes), a mapping, or nothing.
-
-    Raises :class:`ToolArgumentError` with the fix (resend valid JSON, send an object).
-    """
-    if args is None:
-        return {}
-    if isinstance(args, bytes | bytearray):
-        try:
-            args = args.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolArgumentError(
-                "The arguments are not UTF-8 text. Resend them as a JSON object."
-            ) from None
-    if isinstance(args, str):
-        if not args.strip():
-            return {}  # some models send "" for a call without arguments
-        try:
-            parsed = json.loads(args)
-        except (ValueError, RecursionError) as exc:
-            raise ToolArgumentError(
-                f"The arguments are not valid JSON ({exc}). Resend the call with the "
-                'arguments as one JSON object, e.g. {"action": "read", "target": "memory"}.'
-            ) from None
-        args = parsed
-    if not isinstance(args, Mapping):
-        raise ToolArgumentError(
-            f"The arguments must be a JSON object, got {describe_type(args)}. Resend them "
-            'as an object, e.g. {"action": "read", "target": "memory"}.'
-        )
-    return args
-
-
 _default_boxes: dict[Path, Toolbox] = {}
 _default_lock = threading.Lock()
 
@@ -317,15 +265,32 @@ def default_toolbox() -> Toolbox:
     """The toolbox :func:`dispatch_tool` uses: one per home folder, built on first use.
 
     The home is resolved on every call, so changing ``MEMSTRATA_HOME`` switches to that
-    home's memory rather than writing to the old one.
+    home's memory rather than writing to the old one. When ``memory.provider`` names an
+    external provider, it is started here (once per home) and shut down at exit, so its
+    tools are offered and every memory write reaches its ``on_memory_write``.
     """
     home = memstrata_home()
     with _default_lock:
         box = _default_boxes.get(home)
         if box is None:
-            box = Toolbox.default(home)
+            config = Config.load(home)
+            manager = _start_manager(config)
+            box = Toolbox.default(home, config=config, manager=manager)
             _default_boxes[home] = box
         return box
+
+
+def _start_manager(config: Config) -> MemoryManager | None:
+    if not str(config.get("memory.provider")).strip():
+        return None  # nothing to mirror to: no provider is started, no thread runs
+    from memstrata.providers.manager import MemoryManager
+
+    manager = MemoryManager.from_config(config)
+    # dispatch_tool has no session of its own; the provider gets one id per process.
+    manager.initialize_all(f"tool-{uuid.uuid4().hex[:12]}", platform="api")
+    # Drain the mirrored writes (bounded by memory.sync_drain_timeout) before exiting.
+    atexit.register(manager.shutdown_all)
+    return manager
 
 
 def dispatch_tool(

@@ -28,7 +28,7 @@ from memstrata.ops.importing.report import ImportReport, RefusedEntry
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
-    from memstrata.ops.importing.store_api import ImportStore
+    from memstrata.store.contract import SessionStoreContract
 
 __all__ = [
     "FORMAT_NAMES",
@@ -67,7 +67,7 @@ def open_source(path: Path | str, fmt: str | None = None) -> ParsedSource:
 
 def import_source(
     path: Path | str,
-    store: ImportStore,
+    store: SessionStoreContract,
     memory: CuratedMemory | None = None,
     *,
     fmt: str | None = None,

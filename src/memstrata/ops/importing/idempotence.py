@@ -21,7 +21,7 @@ from memstrata.ops.importing.records import BadRecord, SessionRecord
 from memstrata.ops.importing.report import ImportReport
 
 if TYPE_CHECKING:
-    from memstrata.ops.importing.store_api import ImportStore
+    from memstrata.store.contract import SessionStoreContract
 
 Progress = Callable[[int, int], None]
 _COUNTER_KEYS = (
@@ -34,7 +34,7 @@ _COUNTER_KEYS = (
 
 
 def write_records(
-    store: ImportStore,
+    store: SessionStoreContract,
     records: Iterable[SessionRecord | BadRecord],
     report: ImportReport,
     *,
@@ -56,7 +56,7 @@ def write_records(
 
 
 def _write_orphans(
-    store: ImportStore, waiting: dict[str, list[SessionRecord]], report: ImportReport
+    store: SessionStoreContract, waiting: dict[str, list[SessionRecord]], report: ImportReport
 ) -> None:
     """Write the records whose parent never came, as roots, and say so.
 
@@ -79,7 +79,7 @@ def _write_orphans(
 
 
 def _write_with_children(
-    store: ImportStore,
+    store: SessionStoreContract,
     record: SessionRecord,
     waiting: dict[str, list[SessionRecord]],
     report: ImportReport,
@@ -92,7 +92,7 @@ def _write_with_children(
             pending.extend(reversed(waiting.pop(current.id, [])))
 
 
-def write_session(store: ImportStore, record: SessionRecord, report: ImportReport) -> bool:
+def write_session(store: SessionStoreContract, record: SessionRecord, report: ImportReport) -> bool:
     """Import one session (create, top up or skip); False when the store refused it."""
     report.bad.extend(record.problems)
     report.bad_messages += len(record.problems)
@@ -108,7 +108,7 @@ def write_session(store: ImportStore, record: SessionRecord, report: ImportRepor
     return True
 
 
-def _create(store: ImportStore, record: SessionRecord, report: ImportReport) -> None:
+def _create(store: SessionStoreContract, record: SessionRecord, report: ImportReport) -> None:
     store.create_session(
         record.id,
         source=record.source,
@@ -139,7 +139,7 @@ def _create(store: ImportStore, record: SessionRecord, report: ImportReport) -> 
 
 
 def _top_up(
-    store: ImportStore, record: SessionRecord, title: str | None, report: ImportReport
+    store: SessionStoreContract, record: SessionRecord, title: str | None, report: ImportReport
 ) -> None:
     have = len(store.get_messages(record.id, include_inactive=True))
     added = _append(store, record, have, report)
@@ -154,7 +154,9 @@ def _top_up(
         report.sessions_skipped += 1
 
 
-def _append(store: ImportStore, record: SessionRecord, start: int, report: ImportReport) -> int:
+def _append(
+    store: SessionStoreContract, record: SessionRecord, start: int, report: ImportReport
+) -> int:
     """Append ``record.messages[start:]`` in one transaction and restore archived flags."""
     tail = record.messages[start:]
     if not tail:
@@ -172,7 +174,7 @@ def _append(store: ImportStore, record: SessionRecord, start: int, report: Impor
     return len(ids)
 
 
-def _set_title(store: ImportStore, record: SessionRecord, report: ImportReport) -> None:
+def _set_title(store: SessionStoreContract, record: SessionRecord, report: ImportReport) -> None:
     if not record.title:
         return
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstrata import fileio
-from memstrata.errors import CuratedMemoryError, UnreadableFileError
+from memstrata.errors import CuratedMemoryError, SymlinkRefusedError, UnreadableFileError
 from memstrata.memory.format import FILE_NAMES, TARGETS, parse_entries, preview
 from memstrata.ops.importing.records import BadRecord
 from memstrata.ops.importing.report import ImportReport, RefusedEntry
@@ -26,8 +26,8 @@ def merge_memories(memory: CuratedMemory, folder: Path, report: ImportReport) ->
     for target in TARGETS:
         path = folder / FILE_NAMES[target]
         try:
-            raw = fileio.read_text(path)
-        except UnreadableFileError as exc:
+            raw = fileio.read_text(path, follow_symlinks=False)
+        except (UnreadableFileError, SymlinkRefusedError) as exc:
             report.bad.append(BadRecord(str(path), str(exc)))
             continue
         for entry in parse_entries(raw):

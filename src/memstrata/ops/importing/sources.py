@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
 
+from memstrata import fileio
 from memstrata.errors import ImportDataError
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes; ImportDataError when it cannot be read."""
+    """The file's bytes; ImportDataError when it cannot be read.
+
+    A symlink is refused (:class:`~memstrata.errors.SymlinkRefusedError`): an export
+    carrying a link would otherwise import whatever local file it points at.
+    """
     try:
-        return path.read_bytes()
+        return fileio.read_bytes(path, follow_symlinks=False)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise fileio.symlink_refused(path, "an import source") from None
         raise ImportDataError(
             f"Cannot read {path} ({exc.strerror or exc}). Check the path and its permissions."
         ) from exc

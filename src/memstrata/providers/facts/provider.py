@@ -50,13 +50,13 @@ from memstrata.errors import (
     ProviderError,
     ToolArgumentError,
 )
+from memstrata.llm.arguments import optional_int, required_str
 from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
 from memstrata.providers.facts.classify import classify, explicit_capture, extract_slot
 from memstrata.providers.facts.schema import CATEGORIES, Fact, FactChange
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.search.embedders import Embedder, embedder_from_config
 from memstrata.store.sqlite.database import Durability
-from memstrata.tools.toolbox import optional_int, required_str
 
 logger = logging.getLogger(__name__)
 

@@ -52,6 +52,7 @@ from memstrata.errors import (
     NoMatchError,
     StorageError,
 )
+from memstrata.fileio import create_private_file, private_dir
 from memstrata.providers.facts import vectors as facts_vectors
 from memstrata.providers.facts.args import (
     check_category,
@@ -117,7 +118,11 @@ class FactStore:
         # caller's thread, and facts are small enough that a lock costs nothing.
         self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if str(self.path) != ":memory:":
+                # Facts hold what the user said: private like the session store, and
+                # created 0600 first because SQLite gives -wal/-shm the file's mode.
+                private_dir(self.path.parent)
+                create_private_file(self.path)
             self._conn = sqlite3.connect(
                 str(self.path),
                 timeout=self.busy_timeout_ms / 1000,

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, Final, TypeVar
 
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, ProviderError, ToolArgumentError
+from memstrata.llm.arguments import required_str
 from memstrata.llm.settings import LLMSettings
 from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
 from memstrata.providers.mem0.setup import (
@@ -54,7 +55,6 @@ from memstrata.providers.mem0.setup import (
     normalize_user_id,
     qdrant_server_client,
 )
-from memstrata.tools.toolbox import required_str
 
 logger = logging.getLogger(__name__)
 

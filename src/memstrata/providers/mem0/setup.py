@@ -227,4 +227,4 @@ def error_hint(exc: BaseException, base_url: str) -> str:
         return f" Is the endpoint at {where} reachable? (llm.base_url, llm.timeout)"
     if "auth" in text or "401" in text or "api key" in text:
         return " Check llm.api_key (or OPENAI_API_KEY)."
-    return " See docs/mem0.md."
+    return " See `memstrata help mem0`."

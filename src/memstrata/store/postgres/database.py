@@ -13,7 +13,6 @@ The twin of :mod:`memstrata.store.sqlite.database` for SQLite:
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memstrata.errors import SessionNotFoundError, SessionStoreError, StorageError
+from memstrata.scanner.redaction import redact_dsn, redact_text
 from memstrata.store.postgres import schema
 
 Durability = Literal["normal", "full"]
@@ -37,8 +37,36 @@ SYNCHRONOUS_COMMIT: dict[str, str] = {"normal": "off", "full": "on"}
 
 def redact(dsn: str) -> str:
     """The DSN with its password hidden, for error messages and logs."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+    return redact_dsn(dsn)
+
+
+# A server that answers does so in milliseconds; one that does not should not keep a
+# command waiting: the error comes within about this long (libpq's minimum is 1 s).
+FAIL_FAST_S = 2.0
+
+
+def unreachable(dsn: str, exc: BaseException) -> StorageError:
+    """The one-line error every command prints when the server cannot be reached."""
+    text = " ".join(str(exc).split())
+    # libpq repeats the address ("connection to server at ... failed: X"): keep X.
+    reason = text.rsplit(" failed: ", 1)[-1] if " failed: " in text else text
+    reason = reason.split(" Is the server running")[0].rstrip(". ") or type(exc).__name__
+    return StorageError(
+        f"Cannot connect to PostgreSQL at {redact(dsn)}: {reason}. Start the server or fix "
+        "store.dsn (host, port, user, database); `memstrata help postgres` shows the setup."
+    )
+
+
+def connect(dsn: str, *, timeout: float = FAIL_FAST_S, **kwargs: Any) -> Conn:
+    """One direct connection, or :func:`unreachable`'s error within about ``timeout``.
+
+    A pool retries a refused connection until its own timeout, logging each attempt; a
+    first direct connection fails once, at once, with libpq's reason.
+    """
+    try:
+        return psycopg.connect(dsn, connect_timeout=max(1, round(timeout)), **kwargs)
+    except psycopg.OperationalError as exc:
+        raise unreachable(dsn, exc) from None
 
 
 class Database:
@@ -57,6 +85,10 @@ class Database:
         self.durability: Durability = durability
         self._local = threading.local()
         self._closed = False
+        # The schema is checked and migrated on one direct connection first, so a
+        # stopped server fails at once with one line instead of a pool's retries.
+        with connect(dsn, timeout=min(connect_timeout, FAIL_FAST_S), autocommit=True) as first:
+            schema.migrate(first)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=1,
@@ -81,12 +113,6 @@ class Database:
                 "Check that the server runs and the DSN (host, port, user, database) is "
                 "right; `psql DSN` should connect."
             ) from exc
-        try:
-            with self._pool.connection() as conn:
-                schema.migrate(conn)
-        except BaseException:
-            self._pool.close()
-            raise
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(
@@ -155,6 +181,7 @@ class Database:
             ) from exc
         except psycopg.OperationalError as exc:
             raise StorageError(
-                f"PostgreSQL failed: {exc}. Check that the server at {self.dsn} is up; "
+                f"PostgreSQL failed: {redact_text(str(exc))}. Check that the server at "
+                f"{self.dsn} is up; "
                 "the transaction was rolled back, so retrying is safe."
             ) from exc

@@ -197,8 +197,13 @@ def counts(conn: Conn, ns: str) -> dict[str, Any]:
         "GROUP BY source ORDER BY 2 DESC, 1",
         (ns,),
     ).fetchall()
+    # The tenant's own rows: the tables (and their size on disk) are shared by every
+    # namespace of the database, so their total says nothing about this one.
     size = conn.execute(
-        "SELECT pg_total_relation_size('messages') + pg_total_relation_size('sessions') AS b"
+        "SELECT (SELECT coalesce(sum(pg_column_size(m.*)), 0) FROM messages m "
+        "WHERE m.namespace = %s) + (SELECT coalesce(sum(pg_column_size(s.*)), 0) "
+        "FROM sessions s WHERE s.namespace = %s) AS b",
+        (ns, ns),
     ).fetchone()
     assert sessions is not None and messages is not None  # aggregates always return a row
     return {
@@ -209,5 +214,5 @@ def counts(conn: Conn, ns: str) -> dict[str, Any]:
         "archived_messages": int(messages["archived"]),
         "cjk_indexed_messages": int(messages["cjk"]),
         "sessions_by_source": {str(r["source"]): int(r["n"]) for r in by_source},
-        "db_bytes": int(size["b"]) if size else 0,
+        "tenant_bytes": int(size["b"]) if size else 0,
     }

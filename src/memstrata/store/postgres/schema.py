@@ -109,6 +109,7 @@ def migrate(conn: psycopg.Connection[Any]) -> list[str]:
 
     ``conn`` must not be inside a transaction: each migration gets its own.
     """
+    _check_extensions_visible(conn)
     known = [name for name, _ in MIGRATIONS]
     done_now: list[str] = []
     for name, fn in MIGRATIONS:
@@ -130,6 +131,42 @@ def migrate(conn: psycopg.Connection[Any]) -> list[str]:
             "Upgrade memstrata: pip install -U 'memstrata[postgres]'."
         )
     return done_now
+
+
+EXTENSIONS = ("pg_trgm", "btree_gin")
+
+
+def _value(row: Any, key: str) -> Any:
+    return row[key] if isinstance(row, dict) else row[0]
+
+
+def _check_extensions_visible(conn: psycopg.Connection[Any]) -> None:
+    """Refuse, naming the fix, when an extension the schema needs sits in a schema this
+    connection's search_path leaves out: its operator classes (``gin_trgm_ops``) would
+    then "not exist" halfway through a migration."""
+    path_row = conn.execute("SELECT current_schemas(false) AS path").fetchone()
+    path = list(_value(path_row, "path") or []) if path_row is not None else []
+    hidden = []
+    for name in EXTENSIONS:
+        row = conn.execute(
+            "SELECT n.nspname AS schema FROM pg_extension e "
+            "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = %s",
+            (name,),
+        ).fetchone()
+        if row is not None and _value(row, "schema") not in path:
+            hidden.append((name, str(_value(row, "schema"))))
+    if not hidden:
+        return
+    names = ", ".join(f"{name} (in schema {where!r})" for name, where in hidden)
+    wanted = ",".join(dict.fromkeys([*path, *(where for _, where in hidden)]))
+    raise SchemaError(
+        f"The extension(s) {names} are installed in a schema this connection's "
+        f"search_path ({', '.join(path) or 'empty'}) leaves out, so their operators are "
+        f"invisible. Add the schema to the search_path: append "
+        f"'?options=-csearch_path%3D{wanted}' to store.dsn, or run "
+        f"ALTER ROLE CURRENT_USER SET search_path = {', '.join(wanted.split(','))}; "
+        "then retry (`memstrata help postgres` explains)."
+    )
 
 
 def _run(conn: psycopg.Connection[Any], script: str) -> None:

@@ -118,6 +118,33 @@ class SessionRows(Transaction):
                 f"Title '{title}' was just taken by another session. Choose another title."
             ) from exc
 
+    def namespace_counts(self) -> list[dict[str, Any]]:
+        # Across tenants on purpose (an administrator's view): a tenant with only
+        # curated memory rows is listed too.
+        rows = self.conn.execute(
+            "SELECT n.namespace, coalesce(s.n, 0) AS sessions, coalesce(m.n, 0) AS messages, "
+            "coalesce(c.n, 0) AS memory_rows, greatest(s.last, m.last) AS last_active "
+            "FROM (SELECT namespace FROM sessions UNION SELECT namespace FROM curated_memory "
+            "UNION SELECT namespace FROM curated_memory_history) n "
+            "LEFT JOIN (SELECT namespace, count(*) AS n, max(started_at) AS last "
+            "FROM sessions GROUP BY namespace) s ON s.namespace = n.namespace "
+            "LEFT JOIN (SELECT namespace, count(*) AS n, max(timestamp) AS last "
+            "FROM messages GROUP BY namespace) m ON m.namespace = n.namespace "
+            "LEFT JOIN (SELECT namespace, count(*) AS n FROM curated_memory "
+            "WHERE content <> '' GROUP BY namespace) c ON c.namespace = n.namespace "
+            "ORDER BY n.namespace"
+        ).fetchall()
+        return [
+            {
+                "namespace": str(r["namespace"]),
+                "sessions": int(r["sessions"]),
+                "messages": int(r["messages"]),
+                "memory_rows": int(r["memory_rows"]),
+                "last_active": None if r["last_active"] is None else float(r["last_active"]),
+            }
+            for r in rows
+        ]
+
     def ids_starting_with(self, prefix: str, limit: int) -> list[str]:
         rows = self.conn.execute(
             "SELECT id FROM sessions WHERE namespace = %s AND id LIKE %s "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from memstrata.config import Config
 from memstrata.errors import NamespaceError, SessionStoreError
@@ -212,3 +212,10 @@ class PostgresSessionStore(BaseSessionStore):
             "durability": self.durability,
             **counts,
         }
+
+
+if TYPE_CHECKING:
+    from memstrata.store.contract import SessionStoreContract
+
+    # mypy proves here that the backend keeps the whole public contract.
+    _keeps_contract: type[SessionStoreContract] = PostgresSessionStore

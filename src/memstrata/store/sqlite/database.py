@@ -157,7 +157,7 @@ def fault_advice(path: Path, exc: BaseException, *, readonly: bool = False) -> s
         return (
             f"The file is damaged. Keep a copy first (cp {path} {path}.damaged). Then copy "
             f"its readable rows into a new file with `memstrata sessions salvage {path} "
-            f"{path}.salvaged` and move that into place (see docs/security.md), restore a "
+            f"{path}.salvaged` and move that into place (see `memstrata help security`), restore a "
             "backup, or move it aside and memstrata starts an empty one."
         )
     if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _nearly_full(path.parent)):

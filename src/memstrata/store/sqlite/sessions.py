@@ -116,6 +116,23 @@ class SessionRows(Transaction):
                 f"Title '{title}' was just taken by another session. Choose another title."
             ) from exc
 
+    def namespace_counts(self) -> list[dict[str, Any]]:
+        # One file, one tenant: curated memory lives in files, not in this database.
+        row = self.conn.execute(
+            "SELECT (SELECT count(*) FROM sessions) AS sessions, "
+            "(SELECT count(*) FROM messages) AS messages, "
+            "(SELECT max(timestamp) FROM messages) AS last_active"
+        ).fetchone()
+        return [
+            {
+                "namespace": None,
+                "sessions": int(row["sessions"]),
+                "messages": int(row["messages"]),
+                "memory_rows": 0,
+                "last_active": row["last_active"],
+            }
+        ]
+
     def ids_starting_with(self, prefix: str, limit: int) -> list[str]:
         rows = self.conn.execute(
             "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC LIMIT ?",

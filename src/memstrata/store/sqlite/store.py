@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from memstrata.config import Config, ensure_home
 from memstrata.errors import IndexError_
@@ -203,6 +203,8 @@ class SessionStore(BaseSessionStore):
         with self._db.read() as conn:
             conn.execute("BEGIN")  # one snapshot across the counts
             counts = store_index.counts(conn)
+            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
         wal = Path(f"{self.path}-wal")
         return {
             "path": str(self.path),
@@ -211,4 +213,14 @@ class SessionStore(BaseSessionStore):
             **counts,
             "db_bytes": os.path.getsize(self.path) if self.path.exists() else 0,
             "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+            # Pages left free by deletions; `optimize` (VACUUM) returns them to the disk.
+            "pages": pages,
+            "free_pages": free,
         }
+
+
+if TYPE_CHECKING:
+    from memstrata.store.contract import SessionStoreContract
+
+    # mypy proves here that the backend keeps the whole public contract.
+    _keeps_contract: type[SessionStoreContract] = SessionStore

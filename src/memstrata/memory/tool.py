@@ -2,8 +2,11 @@
 
 :data:`MEMORY_TOOL_SCHEMA` is the function-tool definition in OpenAI format (convert it
 with :func:`memstrata.tools.toolbox.to_anthropic_schema`). :class:`MemoryTool` turns the model's
-arguments into :class:`~memstrata.memory.files.FileMemory` calls and every outcome into a
-JSON-able dict; it never raises for bad arguments.
+arguments into :class:`~memstrata.memory.files.FileMemory` calls and a saved write into a
+JSON-able dict. A refused call raises (a :class:`~memstrata.errors.CuratedMemoryError` carries
+the recovery data in ``details``); the edge (:meth:`memstrata.tools.toolbox.Toolbox.call`,
+the MCP server) turns it into the model's ``{"success": false, ...}`` text. It lives with
+curated memory, below the tools and the providers, because the built-in provider offers it.
 
 Responses are shaped for a model in a loop:
 
@@ -24,16 +27,17 @@ from typing import Any, Final
 from memstrata.config import Config
 from memstrata.errors import (
     AmbiguousMatchError,
+    ConsolidationLimitError,
     CuratedMemoryError,
+    InvalidMemoryArgument,
     MemoryFullError,
-    MemstrataError,
     NoMatchError,
     ToolArgumentError,
 )
+from memstrata.llm.arguments import describe_type, optional_str, shorten
 from memstrata.memory.approval import Operation, PendingWrites
 from memstrata.memory.core import CuratedMemory
 from memstrata.memory.files import Target, WriteResult, memory_and_config
-from memstrata.tools.toolbox import describe_type, error_response, optional_str, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -183,21 +187,20 @@ class MemoryTool:
         self.consolidation_failures = 0
 
     def handle(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one tool call and return its response dict; never raises."""
-        try:
-            # The model's writes are attributed to "tool" in the memory history.
-            with self.memory.attributed("tool", "memory tool call"):
+        """Run one tool call and return its response dict.
+
+        A refused call raises: :class:`~memstrata.errors.ToolArgumentError` for bad
+        arguments, a :class:`~memstrata.errors.CuratedMemoryError` (with
+        ``current_entries`` and ``usage`` in ``details``) for a write memory refused, and
+        :class:`~memstrata.errors.ConsolidationLimitError` once this turn's failed
+        consolidations pass the cap.
+        """
+        # The model's writes are attributed to "tool" in the memory history.
+        with self.memory.attributed("tool", "memory tool call"):
+            try:
                 return self._handle(args)
-        except CuratedMemoryError as exc:
-            return self._refused(exc, batch=False)
-        except MemstrataError as exc:
-            return error_response(str(exc))
-        except Exception as exc:  # an edge: a bug must reach the model as text, not a crash
-            logger.exception("memory tool failed")
-            return error_response(
-                f"The memory tool failed unexpectedly ({type(exc).__name__}: {exc}). "
-                "Memory was not changed. Continue without it; the error was logged."
-            )
+            except CuratedMemoryError as exc:
+                raise self._refused(exc, batch=_is_batch(args)) from None
 
     def _handle(self, args: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(args, Mapping):
@@ -211,10 +214,7 @@ class MemoryTool:
             ops = self._operations(target, operations)
             if self.approval is not None:
                 return _staged(self.approval, target, ops, batch=True)
-            try:
-                return self._saved(self.memory.apply_batch(target, ops))
-            except CuratedMemoryError as exc:
-                return self._refused(exc, batch=True)
+            return self._saved(self.memory.apply_batch(target, ops))
 
         action = args.get("action")
         if not isinstance(action, str) or action not in ACTIONS:
@@ -230,7 +230,7 @@ class MemoryTool:
             return self._read(target)
         op = self._single(action, target, args)
         if op is None:
-            return self._missing_old_text(action, target)
+            raise self._missing_old_text(action, target)
         if self.approval is not None:
             return _staged(self.approval, target, [op], batch=False)
         if action == "add":
@@ -320,8 +320,8 @@ class MemoryTool:
             "note": READ_NOTE,
         }
 
-    def _missing_old_text(self, action: str, target: Target) -> dict[str, Any]:
-        return error_response(
+    def _missing_old_text(self, action: str, target: Target) -> InvalidMemoryArgument:
+        return InvalidMemoryArgument(
             f"old_text is required for '{action}'. Reissue the same call with old_text set to "
             "a short substring that occurs in exactly one of current_entries.",
             current_entries=self.memory.entries(target),
@@ -340,24 +340,27 @@ class MemoryTool:
             "note": SUCCESS_NOTE if result.changed else UNCHANGED_NOTE,
         }
 
-    def _refused(self, exc: CuratedMemoryError, *, batch: bool) -> dict[str, Any]:
+    def _refused(self, exc: CuratedMemoryError, *, batch: bool) -> CuratedMemoryError:
+        """The error to raise for a refused write: ``exc``, or the terminal
+        :class:`ConsolidationLimitError` once this turn's failures pass the cap."""
         counts = isinstance(exc, _CONSOLIDATION_FAILURES) or (
             batch and isinstance(exc, AmbiguousMatchError)
         )
         if counts:
             self.consolidation_failures += 1
             if self.consolidation_failures > self.max_consolidation_failures:
-                return {
-                    "success": False,
-                    "done": True,
-                    "error": (
-                        f"Memory consolidation failed {self.consolidation_failures} times "
-                        "this turn. Stop retrying memory calls — leave memory unchanged for "
-                        "now and continue with your reply to the user. The fact can be "
-                        "saved in a later turn."
-                    ),
-                }
-        return error_response(str(exc), **exc.details)
+                return ConsolidationLimitError(
+                    f"Memory consolidation failed {self.consolidation_failures} times "
+                    "this turn. Stop retrying memory calls — leave memory unchanged for "
+                    "now and continue with your reply to the user. The fact can be "
+                    "saved in a later turn.",
+                    done=True,
+                )
+        return exc
+
+
+def _is_batch(args: object) -> bool:
+    return isinstance(args, Mapping) and args.get("operations") not in (None, [])
 
 
 def _staged(
