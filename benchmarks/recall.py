@@ -40,6 +40,7 @@ import contextlib
 import json
 import math
 import os
+import pickle
 import re
 import sqlite3
 import subprocess
@@ -733,6 +734,13 @@ def main(argv: list[str] | None = None) -> int:
         help="index every store with this offline embedder and measure hybrid recall (repeatable)",
     )
     parser.add_argument(
+        "--embed-cache",
+        type=Path,
+        default=None,
+        help="keep the embedders' vectors in this folder between runs (hybrid latency is "
+        "then not the model's)",
+    )
+    parser.add_argument(
         "--expansion",
         action="store_true",
         help="measure query expansion against a deterministic fake summary model",
@@ -746,6 +754,9 @@ def main(argv: list[str] | None = None) -> int:
         from memstrata.search.embedders import named_embedder
 
         embedder = named_embedder(choice)
+        if args.embed_cache:
+            args.embed_cache.mkdir(parents=True, exist_ok=True)
+            embedder = DiskCached(embedder, args.embed_cache / f"{choice}.pickle")
         embedders[EMBEDDER_LABELS[choice]] = embedder
     fake_server = client = None
     if args.expansion:
@@ -770,6 +781,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if fake_server is not None:
             fake_server.stop()
+        for embedder in embedders.values():
+            if isinstance(embedder, DiskCached):
+                embedder.save()
     report = "\n".join(
         [
             "# Session recall",
@@ -807,6 +821,39 @@ def main(argv: list[str] | None = None) -> int:
         tail = LATENCY_HEADING + old.split(LATENCY_HEADING, 1)[1] if LATENCY_HEADING in old else ""
         args.output.write_text(report + "\n" + ("\n" + tail if tail else ""), encoding="utf-8")
     return 0
+
+
+class DiskCached:
+    """An embedder whose vectors are kept in a file between runs (``--embed-cache``):
+    re-measuring a fusion change need not embed every text again. Query latency is then
+    not the model's: the report says so."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dims = inner.dims
+        self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
+        self.path = path
+        self.cache: dict[tuple[str, str], list[float]] = (
+            pickle.loads(path.read_bytes()) if path.exists() else {}  # own file
+        )
+
+    def _get(self, kind: str, texts: list[str], embed: Callable[[list[str]], Any]) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]
+        if missing:
+            for t, v in zip(missing, embed(missing), strict=True):
+                self.cache[kind, t] = list(v)
+        return [self.cache[kind, t] for t in texts]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self._get("passage", texts, self.inner.embed)  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        embed = getattr(self.inner, "embed_queries", self.inner.embed)
+        return self._get("query", texts, embed)  # type: ignore[no-any-return]
+
+    def save(self) -> None:
+        self.path.write_bytes(pickle.dumps(self.cache))
 
 
 EMBEDDER_LABELS = {
