@@ -138,7 +138,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         "Systems: `postgres` is `PostgresSessionStore.search_sessions` as shipped (with "
         "date evidence); `sqlite (shipped)` is `SessionStore.search_sessions` as shipped; the "
         "`(no dates)` rows turn date evidence off (`dates=False`). Speaker and embedding "
-        "evidence are SQLite-only for now and off by default on SQLite too.\n",
+        "evidence are off by default on both backends.\n",
         recall.table(result["scores"]),
         "",
         "Per-question latency (ms), small stores (one conversation each, 19-32 sessions):\n",
