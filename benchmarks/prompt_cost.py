@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstrata.agent.loop import Agent
+from memstrata.agent.loop import Agent, AgentSettings
 from memstrata.config import Config
 from memstrata.llm import OpenAIClient, ToolCall
 from memstrata.memory.files import FileMemory
@@ -193,13 +193,12 @@ def run(mode: str, turns: int) -> Priced:
         script(server, turns)
         client = OpenAIClient("fake-model", base_url=server.base_url, api_key="k", max_retries=0)
         kind = NaiveAgent if mode == "naive" else Agent
-        agent = kind(
-            client,
-            config=config,
+        agent = kind.from_config(
+            config,
+            client=client,
             manager=manager,
             toolbox=read_file_tool(),
-            cwd=home / "project",
-            clock=lambda: datetime(2026, 12, 2, 9, 0),
+            settings=AgentSettings(cwd=home / "project", clock=lambda: datetime(2026, 12, 2, 9, 0)),
         )
         with agent:
             for turn in range(turns):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memstrata.agent.loop import Agent, Pricing
+from memstrata.agent.loop import Agent, AgentSettings, Pricing
 from memstrata.config import Config
 from memstrata.errors import LLMAuthError
 from memstrata.llm import OpenAIClient
@@ -20,75 +20,22 @@ from memstrata.prompt.fencing import OPEN_TAG
 from memstrata.providers.base import MemoryProvider
 from memstrata.providers.manager import MemoryManager
 from memstrata.store.sqlite.store import SessionStore
-from memstrata.testing import FakeLLMServer, Reply
+from memstrata.testing import FakeLLMServer, RecordingProvider, Reply, tool_schema
 
 
-class RecordingProvider(MemoryProvider):
-    """An external provider that recalls a fixed fact and records every hook call."""
-
-    name = "recorder"
-
-    def __init__(self, recall: str = "The user's cat is called Tom.") -> None:
-        self.recall = recall
-        self.calls: list[tuple[str, Any]] = []
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        self.calls.append(("initialize", session_id))
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": "recorder_lookup",
-                "description": "Look a fact up.",
-                "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+def recorder(recall: str = "The user's cat is called Tom.") -> RecordingProvider:
+    """An external provider that recalls a fixed fact and offers one lookup tool."""
+    return RecordingProvider(
+        recall=recall,
+        block="Recorder remembers pets.",
+        tools=[tool_schema("recorder_lookup", "Look a fact up.", key="string")],
+        replies={
+            "recorder_lookup": lambda args: {
+                "success": True,
+                "value": f"looked up {args.get('key')}",
             }
-        ]
-
-    def handle_tool_call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        self.calls.append(("handle_tool_call", dict(args)))
-        return {"success": True, "value": f"looked up {args.get('key')}"}
-
-    def system_prompt_block(self) -> str:
-        self.calls.append(("system_prompt_block", None))
-        return "Recorder remembers pets."
-
-    def on_turn_start(self, turn_number: int, message: str) -> None:
-        self.calls.append(("on_turn_start", turn_number))
-
-    def prefetch(self, query: str, *, session_id: str) -> str:
-        self.calls.append(("prefetch", query))
-        return self.recall
-
-    def sync_turn(
-        self,
-        user: str,
-        assistant: str,
-        *,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-    ) -> None:
-        self.calls.append(("sync_turn", (user, assistant)))
-
-    def queue_prefetch(self, query: str, *, session_id: str) -> None:
-        self.calls.append(("queue_prefetch", query))
-
-    def on_memory_write(self, action: str, target: str, content: str, **kwargs: Any) -> None:
-        self.calls.append(("on_memory_write", (action, target, content)))
-
-    def on_session_end(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        self.calls.append(("on_session_end", len(messages)))
-
-    def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
-        self.calls.append(("on_session_switch", kwargs.get("reason")))
-
-    def shutdown(self) -> None:
-        self.calls.append(("shutdown", None))
-
-    def hooks(self) -> list[str]:
-        return [name for name, _ in self.calls]
+        },
+    )
 
 
 @pytest.fixture
@@ -102,15 +49,17 @@ def make_agent(
     home: Path,
     *,
     provider: MemoryProvider | None = None,
-    **kwargs: Any,
+    **settings: Any,
 ) -> Agent:
     config = Config.load(home)
     manager = MemoryManager(memory=FileMemory(home, config=config), config=config)
     if provider is not None:
         manager.add_provider(provider)
     client = OpenAIClient("fake-model", base_url=server.base_url, api_key="k", max_retries=0)
-    kwargs.setdefault("clock", lambda: datetime(2026, 12, 2, 10, 0))
-    return Agent(client, config=config, manager=manager, **kwargs)
+    settings.setdefault("clock", lambda: datetime(2026, 12, 2, 10, 0))
+    return Agent.from_config(
+        config, client=client, manager=manager, settings=AgentSettings(**settings)
+    )
 
 
 def agent_requests(server: FakeLLMServer) -> list[dict[str, Any]]:
@@ -120,7 +69,7 @@ def agent_requests(server: FakeLLMServer) -> list[dict[str, Any]]:
 
 def test_recall_goes_only_into_the_api_copy(server: FakeLLMServer, memstrata_home: Path) -> None:
     """Prefetched recall is fenced into the sent user message; the stored one stays raw."""
-    provider = RecordingProvider()
+    provider = recorder()
     with make_agent(server, memstrata_home, provider=provider) as agent:
         agent.run_turn("What is my cat called?")
         session = agent.session_id
@@ -138,7 +87,7 @@ def test_recall_goes_only_into_the_api_copy(server: FakeLLMServer, memstrata_hom
 
 def test_lifecycle_hooks_run_in_the_seed_order(server: FakeLLMServer, memstrata_home: Path) -> None:
     """initialize, prompt block, turn start, prefetch, sync, queue_prefetch, end, shutdown."""
-    provider = RecordingProvider()
+    provider = recorder()
     server.script(Reply.text("Hi!"))
     with make_agent(server, memstrata_home, provider=provider) as agent:
         agent.run_turn("hello")
@@ -153,14 +102,15 @@ def test_lifecycle_hooks_run_in_the_seed_order(server: FakeLLMServer, memstrata_
         "on_session_end",
         "shutdown",
     ]
-    assert ("sync_turn", ("hello", "Hi!")) in provider.calls
+    synced = provider.calls_to("sync_turn")
+    assert [(c["user"], c["assistant"]) for c in synced] == [("hello", "Hi!")]
 
 
 def test_memory_write_lands_on_disk_but_not_in_the_prompt(
     server: FakeLLMServer, memstrata_home: Path
 ) -> None:
     """A memory write is saved and mirrored to providers; the system prompt stays the same."""
-    provider = RecordingProvider()
+    provider = recorder()
     server.script(
         Reply.tool_call("memory", {"action": "add", "target": "user", "content": "Likes tea."}),
         Reply.text("Noted."),
@@ -175,7 +125,7 @@ def test_memory_write_lands_on_disk_but_not_in_the_prompt(
     prompts = {body["messages"][0]["content"] for body in agent_requests(server)}
     assert len(prompts) == 1
     assert "Likes tea." not in prompts.pop()
-    assert ("on_memory_write", ("add", "user", "Likes tea.")) in provider.calls
+    assert provider.writes == [("add", "user", "Likes tea.")]
     tool_result = json.loads(agent_requests(server)[1]["messages"][-1]["content"])
     assert tool_result["success"] is True
 
@@ -184,7 +134,7 @@ def test_tools_offered_and_guidance_only_for_them(
     server: FakeLLMServer, memstrata_home: Path
 ) -> None:
     """memory, provider tools and session_search are offered and guided; routing works."""
-    provider = RecordingProvider()
+    provider = recorder()
     server.script(Reply.tool_call("recorder_lookup", {"key": "cat"}), Reply.text("Tom."))
     with make_agent(server, memstrata_home, provider=provider) as agent:
         agent.run_turn("look it up")
@@ -194,7 +144,9 @@ def test_tools_offered_and_guidance_only_for_them(
     system = body["messages"][0]["content"]
     assert MEMORY_GUIDANCE in system and SESSION_SEARCH_GUIDANCE in system
     assert "Recorder remembers pets." in system
-    assert ("handle_tool_call", {"key": "cat"}) in provider.calls
+    assert provider.calls_to("handle_tool_call") == [
+        {"name": "recorder_lookup", "args": {"key": "cat"}}
+    ]
     result = json.loads(agent_requests(server)[1]["messages"][-1]["content"])
     assert result == {"success": True, "value": "looked up cat"}
 
@@ -256,7 +208,7 @@ def test_unknown_tool_gets_an_error_the_model_can_use(
 def test_resume_replays_the_same_prefix(server: FakeLLMServer, memstrata_home: Path) -> None:
     """A resumed session reuses the stored prompt and api_content: the first request
     after resuming starts with the last request before it, byte for byte."""
-    provider = RecordingProvider()
+    provider = recorder()
     server.script(
         Reply.tool_call("memory", {"action": "add", "content": "Uses vim."}),
         Reply.text("Ok."),
@@ -271,7 +223,7 @@ def test_resume_replays_the_same_prefix(server: FakeLLMServer, memstrata_home: P
     later = make_agent(
         server,
         memstrata_home,
-        provider=RecordingProvider("Different recall now."),
+        provider=recorder("Different recall now."),
         session_id=session,
         clock=lambda: datetime(2027, 1, 5, 8, 0),
     )
@@ -341,7 +293,7 @@ def test_model_error_raises_and_the_session_goes_on(
 
 def test_new_session_refreshes_the_snapshot(server: FakeLLMServer, memstrata_home: Path) -> None:
     """/new ends the old session and builds a prompt holding the memory written before."""
-    provider = RecordingProvider()
+    provider = recorder()
     server.script(
         Reply.tool_call("memory", {"action": "add", "content": "Repo uses tabs."}),
         Reply.text("Saved."),
@@ -354,7 +306,7 @@ def test_new_session_refreshes_the_snapshot(server: FakeLLMServer, memstrata_hom
         assert new != old and agent.messages == []
         assert "Repo uses tabs." in agent.system_prompt
         agent.run_turn("hello")
-    assert ("on_session_switch", "new") in provider.calls
+    assert [c["reason"] for c in provider.calls_to("on_session_switch")] == ["new"]
     with SessionStore(config=Config.load(memstrata_home)) as store:
         old_row = store.get_session(old)
         assert old_row is not None and old_row["end_reason"] == "new_session"

@@ -11,43 +11,27 @@ from typing import Any
 
 import pytest
 
-from memstrata.agent.loop import Agent
+from memstrata.agent.loop import Agent, AgentSettings
 from memstrata.compress.compressor import ContextCompressor
 from memstrata.config import Config
 from memstrata.llm import OpenAIClient
 from memstrata.memory.files import FileMemory
 from memstrata.prompt.fencing import OPEN_TAG
-from memstrata.providers.base import MemoryProvider
 from memstrata.providers.manager import MemoryManager
-from memstrata.testing import FakeLLMServer, Reply
+from memstrata.testing import FakeLLMServer, RecordingProvider, Reply
 
 DETAIL = "the staging database hint is blue-otter-42"
 SUMMARY = "Summary: the user and the assistant went through a list of unrelated topics."
 WINDOW = 6_000
 
 
-class Recall(MemoryProvider):
-    """Recalls one line per turn, so user messages carry a fence."""
-
-    name = "recall"
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        return None
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
-
-    def prefetch(self, query: str, *, session_id: str) -> str:
-        return f"Recalled for: {query[:30]}"
-
-
 def recall_manager(home: Path) -> MemoryManager:
     config = Config.load(home, environ={})
     manager = MemoryManager(memory=FileMemory(home, config=config), config=config)
-    manager.add_provider(Recall())
+    # Recalls one line per turn, so user messages carry a fence.
+    manager.add_provider(
+        RecordingProvider("recall", recall=lambda query: f"Recalled for: {query[:30]}")
+    )
     return manager
 
 
@@ -69,13 +53,13 @@ def make_agent(server: FakeLLMServer, home: Path, **kwargs: Any) -> Agent:
     environ: dict[str, str] = kwargs.pop("environ", {})
     config = Config.load(home, environ=environ)
     compressor = ContextCompressor(client(server), config=config, context_window=WINDOW)
-    return Agent(
-        client(server),
-        config=config,
+    kwargs.setdefault("clock", lambda: datetime(2026, 12, 2, 9, 0))
+    return Agent.from_config(
+        config,
+        client=client(server),
+        manager=kwargs.pop("manager", None),
         compressor=compressor,
-        context_window=WINDOW,
-        clock=lambda: datetime(2026, 12, 2, 9, 0),
-        **kwargs,
+        settings=AgentSettings(context_window=WINDOW, **kwargs),
     )
 
 

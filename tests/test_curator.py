@@ -355,7 +355,7 @@ def test_agent_curates_between_sessions(
         f'[memory]\nmemory_char_limit = {LIMIT}\n[llm]\ncurator_model = "curator-model"\n'
     )
     server.script(Reply.text("Hello."), _plan(*GOOD_PLAN))
-    with Agent(config=Config.load(memstrata_home)) as agent:
+    with Agent.from_config(Config.load(memstrata_home)) as agent:
         agent.run_turn("hi")
     before_curation = len(server.chat_requests)
     agent.curate_in_background().join(30)

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -16,96 +16,39 @@ from helpers import call_provider_tool
 from memstrata.config import Config
 from memstrata.errors import ConfigError, ProviderError, ToolArgumentError
 from memstrata.memory.files import FileMemory
-from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
 from memstrata.providers.manager import MemoryManager, normalize_tool_schema
+from memstrata.testing import RecordingProvider
 
 
-class Recorder(MemoryProvider):
-    """A provider that records every hook call and answers from fixed values."""
+def _tool_reply(args: Mapping[str, Any]) -> dict[str, Any]:
+    if args.get("fail"):
+        raise RuntimeError("backend down")
+    return {"success": True, "args": dict(args)}
 
-    name: ClassVar[str] = "recorder"
 
-    def __init__(
-        self,
-        name: str | None = None,
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        block: str = "",
-        recall: str = "",
-    ) -> None:
-        if name is not None:
-            self.name = name  # type: ignore[misc]
-        self.tools = list(tools)
-        self.block = block
-        self.recall = recall
-        self.events: list[tuple[str, Any]] = []
-        self.synced: list[tuple[str, str]] = []
-        self.writes: list[tuple[str, str, str, MemoryWriteMetadata | None]] = []
+def Recorder(
+    name: str = "recorder",
+    *,
+    tools: Sequence[dict[str, Any]] = (),
+    block: str = "",
+    recall: str = "",
+    fail: Sequence[str] = (),
+) -> RecordingProvider:
+    """A recording provider whose tools answer with their name (or fail on ``fail``)."""
+    names = [t.get("function", t).get("name") for t in tools]
+    return RecordingProvider(
+        name,
+        tools=tools,
+        block=block,
+        recall=recall,
+        keep=lambda messages: f"{name} keeps {len(messages)}",
+        replies={n: lambda args: {**_tool_reply(args), "handled_by": name} for n in names if n},
+        fail=fail,
+    )
 
-    def is_available(self) -> bool:
-        return True
 
-    def initialize(
-        self,
-        session_id: str,
-        *,
-        home: Path,
-        platform: str = "cli",
-        agent_context: str = "primary",
-        user_id: str | None = None,
-        session_title: str | None = None,
-        **extra: Any,
-    ) -> None:
-        self.events.append(("initialize", (session_id, home, platform, agent_context, extra)))
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return self.tools
-
-    def system_prompt_block(self) -> str:
-        return self.block
-
-    def prefetch(self, query: str, *, session_id: str) -> str:
-        self.events.append(("prefetch", (query, session_id)))
-        return self.recall
-
-    def sync_turn(
-        self,
-        user: str,
-        assistant: str,
-        *,
-        session_id: str,
-        messages: Sequence[Mapping[str, Any]] | None = None,
-    ) -> None:
-        self.synced.append((user, assistant))
-
-    def handle_tool_call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        if args.get("fail"):
-            raise RuntimeError("backend down")
-        return {"handled_by": self.name, "tool": name, "args": dict(args)}
-
-    def on_memory_write(
-        self,
-        action: str,
-        target: str,
-        content: str,
-        *,
-        metadata: MemoryWriteMetadata | None = None,
-    ) -> None:
-        self.writes.append((action, target, content, metadata))
-
-    def on_pre_compress(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        return f"{self.name} keeps {len(messages)}"
-
-    def on_session_switch(
-        self, new_session_id: str, *, parent_session_id: str | None, reset: bool, reason: str
-    ) -> None:
-        self.events.append(("switch", (new_session_id, parent_session_id, reset, reason)))
-
-    def on_delegation(self, task: str, result: str, *, child_session_id: str) -> None:
-        self.events.append(("delegation", (task, result, child_session_id)))
-
-    def shutdown(self) -> None:
-        self.events.append(("shutdown", None))
+def synced(provider: RecordingProvider) -> list[tuple[str, str]]:
+    return [(c["user"], c["assistant"]) for c in provider.calls_to("sync_turn")]
 
 
 def tool(name: str) -> dict[str, Any]:
@@ -231,57 +174,43 @@ def test_system_prompt_joins_non_empty_blocks(memstrata_home: Path) -> None:
 def test_failing_hooks_never_break_the_turn(manager: MemoryManager) -> None:
     """A provider raising in every hook leaves the others and the turn unaffected."""
 
-    class Broken(Recorder):
-        def system_prompt_block(self) -> str:
-            raise RuntimeError("no")
-
-        def prefetch(self, query: str, *, session_id: str) -> str:
-            raise RuntimeError("no")
-
-        def sync_turn(self, *args: Any, **kwargs: Any) -> None:
-            raise RuntimeError("no")
-
-        def on_pre_compress(self, messages: Sequence[Mapping[str, Any]]) -> str:
-            raise RuntimeError("no")
-
-        def shutdown(self) -> None:
-            raise RuntimeError("shutdown broke")
-
     manager.allow_multiple = True
     good = Recorder("good", recall="good recall")
-    manager.add_provider(Broken("broken"))
+    hooks = ["system_prompt_block", "prefetch", "sync_turn", "on_pre_compress", "shutdown"]
+    manager.add_provider(Recorder("broken", fail=hooks))
     manager.add_provider(good)
     manager.build_system_prompt()
     assert manager.prefetch_all("q", session_id="s") == "good recall"
     manager.sync_all("u", "a", session_id="s")
     assert manager.on_pre_compress([{}]) == "good keeps 1"
     assert manager.flush_pending(10)
-    assert good.synced == [("u", "a")]
+    assert synced(good) == [("u", "a")]
     report = manager.shutdown_all()
-    assert report.shutdown_errors == ("broken: shutdown broke",)
+    assert len(report.shutdown_errors) == 1
+    assert report.shutdown_errors[0].startswith("broken: broken: shutdown failed")
 
 
 def test_initialize_all_passes_context_and_disables_failures(manager: MemoryManager) -> None:
     """initialize_all hands every provider the home and context; a failing one is removed."""
 
-    class FailsInit(Recorder):
-        def initialize(self, session_id: str, **kwargs: Any) -> None:  # type: ignore[override]
-            raise RuntimeError("no key")
-
     manager.allow_multiple = True
     ok = Recorder("ok", tools=[tool("ok_t")])
     manager.add_provider(ok)
-    manager.add_provider(FailsInit("bad", tools=[tool("bad_t")]))
+    manager.add_provider(Recorder("bad", tools=[tool("bad_t")], fail=["initialize"]))
     assert manager.initialize_all("s1", platform="mcp", chat_id="7") == ["bad"]
-    assert ok.events[0] == (
-        "initialize",
-        ("s1", manager.config.home, "mcp", "primary", {"chat_id": "7"}),
+    first = ok.calls[0]
+    assert first.hook == "initialize"
+    assert (first.args["session_id"], first.args["home"], first.args["platform"]) == (
+        "s1",
+        manager.config.home,
+        "mcp",
     )
+    assert (first.args["agent_context"], first.args["extra"]) == ("primary", {"chat_id": "7"})
     assert manager.provider_names == ["builtin", "ok"]
     assert not manager.has_tool("bad_t")
 
 
-class Hanging(Recorder):
+class Hanging(RecordingProvider):
     """prefetch blocks until released."""
 
     def __init__(self) -> None:
@@ -340,8 +269,8 @@ def test_a_thousand_synced_turns_arrive_in_order(manager: MemoryManager) -> None
             manager.queue_prefetch_all(f"next {n}", session_id="s")
     assert manager.flush_pending(60)
     expected = [(f"user {n}", f"assistant {n}") for n in range(1000)]
-    assert first.synced == expected
-    assert second.synced == expected
+    assert synced(first) == expected
+    assert synced(second) == expected
     assert manager.pending() == {"sync": 0, "prefetch": 0, "write": 0}
 
 
@@ -350,14 +279,14 @@ def test_shutdown_reports_abandoned_work_and_reverses_order(memstrata_home: Path
     order: list[str] = []
     gate = threading.Event()
 
-    class Stuck(Recorder):
+    class Stuck(RecordingProvider):
         def sync_turn(self, *args: Any, **kwargs: Any) -> None:
             gate.wait(30)
 
         def shutdown(self) -> None:
             order.append(self.name)
 
-    class Plain(Recorder):
+    class Plain(RecordingProvider):
         def shutdown(self) -> None:
             order.append(self.name)
 
@@ -405,7 +334,8 @@ def test_memory_writes_are_mirrored_with_provenance(manager: MemoryManager) -> N
     )
     manager.notify_memory_write("remove", "memory", "", origin="cli", old_text="Fridays")
     assert manager.flush_pending(10)
-    summary = [(a, t, c, m.origin if m else None) for a, t, c, m in recorder.writes]
+    writes = [(*w, m) for w, m in zip(recorder.writes, recorder.write_metadata, strict=True)]
+    summary = [(a, t, c, m.origin if m else None) for a, t, c, m in writes]
     assert summary == [
         ("add", "user", "Prefers tea.", "tool"),
         ("add", "memory", "Uses SQLite.", "tool"),
@@ -413,10 +343,10 @@ def test_memory_writes_are_mirrored_with_provenance(manager: MemoryManager) -> N
         ("replace", "memory", "Uses PostgreSQL.", "tool"),
         ("remove", "memory", "", "cli"),
     ]
-    batch_meta = [m for _, _, _, m in recorder.writes[1:4]]
+    batch_meta = recorder.write_metadata[1:4]
     assert [(m.batch_index, m.batch_size) for m in batch_meta if m] == [(0, 3), (1, 3), (2, 3)]
     assert batch_meta[2] is not None and batch_meta[2].old_text == "SQLite"
-    assert all(m is not None and m.session_id == "s1" for _, _, _, m in recorder.writes)
+    assert all(m is not None and m.session_id == "s1" for m in recorder.write_metadata)
 
 
 def test_lifecycle_fan_outs(manager: MemoryManager) -> None:
@@ -426,8 +356,12 @@ def test_lifecycle_fan_outs(manager: MemoryManager) -> None:
     manager.on_session_switch("s2", parent_session_id="s1", reset=False, reason="compression")
     manager.on_delegation("summarise", "done", child_session_id="child")
     manager.on_session_end([{"role": "user", "content": "bye"}])
-    assert ("switch", ("s2", "s1", False, "compression")) in recorder.events
-    assert ("delegation", ("summarise", "done", "child")) in recorder.events
+    assert recorder.calls_to("on_session_switch") == [
+        {"new_session_id": "s2", "parent_session_id": "s1", "reset": False, "reason": "compression"}
+    ]
+    assert recorder.calls_to("on_delegation") == [
+        {"task": "summarise", "result": "done", "child_session_id": "child"}
+    ]
     assert manager.session_id == "s2"
     assert manager.on_pre_compress([{}, {}]) == "recorder keeps 2"
 

@@ -28,6 +28,7 @@ from memstrata.errors import (  # noqa: E402
     CuratedMemoryError,
     DriftError,
     LockTimeoutError,
+    MemoryFullError,
     NamespaceError,
     StorageError,
 )
@@ -35,6 +36,7 @@ from memstrata.memory.core import CuratedMemory  # noqa: E402
 from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
 from memstrata.memory.tool import MemoryTool  # noqa: E402
+from memstrata.tools.toolbox import Toolbox  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -286,8 +288,13 @@ def test_memory_tool_works_over_postgres(pg: PostgresMemory) -> None:
     assert saved["success"] is True and saved["done"] is True
     read = tool.handle({"action": "read", "target": "user"})
     assert read["entries"] == ["Likes tea."]
-    refused = tool.handle({"action": "add", "target": "memory", "content": "y" * 500})
+    with pytest.raises(MemoryFullError, match="longer than the whole"):
+        tool.handle({"action": "add", "target": "memory", "content": "y" * 500})
+    box = Toolbox()
+    box.register_tool(tool)
+    refused = box.call("memory", {"action": "add", "target": "memory", "content": "y" * 500})
     assert refused["success"] is False and "longer than the whole" in refused["error"]
+    assert refused["current_entries"] == []
     batch = tool.handle(
         {
             "target": "user",

@@ -18,44 +18,36 @@ from typing import Any
 import pytest
 
 from helpers import record
-from memstrata.agent.loop import Agent
+from memstrata.agent.loop import Agent, AgentSettings
 from memstrata.config import Config
 from memstrata.llm import OpenAIClient
 from memstrata.memory.files import FileMemory
 from memstrata.prompt.fencing import OPEN_TAG
-from memstrata.providers.base import MemoryProvider
 from memstrata.providers.manager import MemoryManager
 from memstrata.store.sqlite.store import SessionStore
-from memstrata.testing import FakeLLMServer, RecordedRequest, Reply, common_prefix_length
+from memstrata.testing import (
+    FakeLLMServer,
+    RecordedRequest,
+    RecordingProvider,
+    Reply,
+    common_prefix_length,
+)
 
 TURNS = 50
 MEMORY_TURNS = {3, 11, 19, 27, 35, 43}  # six writes
 SEARCH_TURN = 30
 
 
-class CountingRecall(MemoryProvider):
+def counting_recall() -> RecordingProvider:
     """Recalls a different line every turn (as a real backend would)."""
-
-    name = "counting"
-
-    def __init__(self) -> None:
-        self.prefetches = 0
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        return None
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
-
-    def system_prompt_block(self) -> str:
-        return "Counting recall is active."
-
-    def prefetch(self, query: str, *, session_id: str) -> str:
-        self.prefetches += 1
-        return f"Recall #{self.prefetches}: the user asked about {query[:40]!r} before."
+    counter = itertools.count(1)
+    return RecordingProvider(
+        "counting",
+        block="Counting recall is active.",
+        recall=lambda query: (
+            f"Recall #{next(counter)}: the user asked about {query[:40]!r} before."
+        ),
+    )
 
 
 def user_text(turn: int) -> str:
@@ -91,25 +83,25 @@ def agent_requests(server: FakeLLMServer) -> list[RecordedRequest]:
     return [r for r in server.requests if isinstance(r.body, dict) and r.body.get("tools")]
 
 
-Run = tuple[FakeLLMServer, Agent, CountingRecall, Path]
+Run = tuple[FakeLLMServer, Agent, RecordingProvider, Path]
 
 
 @pytest.fixture(scope="module")
 def session_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """The 50-turn session, run once for the module (its own home folder)."""
     home = tmp_path_factory.mktemp("prefix-home")
-    provider = CountingRecall()
+    provider = counting_recall()
     config = Config.load(home, environ={})
     with FakeLLMServer(stream_chunk_chars=16) as server:
         script_session(server)
         manager = MemoryManager(memory=FileMemory(home, config=config), config=config)
         manager.add_provider(provider)
         client = OpenAIClient("fake-model", base_url=server.base_url, api_key="k", max_retries=0)
-        agent = Agent(
-            client,
-            config=config,
+        agent = Agent.from_config(
+            config,
+            client=client,
             manager=manager,
-            clock=lambda: datetime(2026, 12, 2, 9, 0),
+            settings=AgentSettings(clock=lambda: datetime(2026, 12, 2, 9, 0)),
         )
         with agent:
             for turn in range(TURNS):
@@ -123,7 +115,7 @@ def test_every_request_extends_the_previous_one_byte_for_byte(session_run: Run) 
     server, agent, provider, home = session_run
     requests = agent_requests(server)[: TURNS + len(MEMORY_TURNS) + 1]
     assert len(requests) == TURNS + len(MEMORY_TURNS) + 1
-    assert provider.prefetches == TURNS
+    assert len(provider.calls_to("prefetch")) == TURNS
 
     system_prompts = {r.body["messages"][0]["content"] for r in requests}
     assert len(system_prompts) == 1
@@ -176,11 +168,12 @@ def test_resumed_session_continues_the_same_prefix(session_run: Run) -> None:
     last = agent_requests(server)[TURNS + len(MEMORY_TURNS)]
     config = Config.load(home, environ={})
     client = OpenAIClient("fake-model", base_url=server.base_url, api_key="k", max_retries=0)
-    resumed = Agent(
-        client,
-        config=config,
-        session_id=agent.session_id,
-        clock=lambda: datetime(2026, 12, 9, 9, 0),
+    resumed = Agent.from_config(
+        config,
+        client=client,
+        settings=AgentSettings(
+            session_id=agent.session_id, clock=lambda: datetime(2026, 12, 9, 9, 0)
+        ),
     )
     with resumed:
         resumed.run_turn("One more question.")

@@ -22,28 +22,10 @@ from memstrata.prompt.builder import (
     format_day,
     truncate_head_tail,
 )
-from memstrata.providers.base import MemoryProvider
 from memstrata.providers.manager import MemoryManager
+from memstrata.testing import RecordingProvider
 
 DAY = datetime(2026, 12, 2, 9, 30)
-
-
-class BlockProvider(MemoryProvider):
-    """An external provider that only contributes a system-prompt block."""
-
-    name = "blocky"
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, **kwargs: Any) -> None:
-        return None
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
-
-    def system_prompt_block(self) -> str:
-        return "Blocky knows the user's calendar."
 
 
 def _ctx(home: Path, **overrides: Any) -> PromptContext:
@@ -97,7 +79,7 @@ def test_tiers_appear_in_spec_order(memstrata_home: Path, tmp_path: Path) -> Non
     memory.add("user", "User is called Ada.")
     memory.load()
     manager = MemoryManager(memory=memory)
-    manager.add_provider(BlockProvider())
+    manager.add_provider(RecordingProvider("blocky", block="Blocky knows the user's calendar."))
     project = tmp_path / "project"
     project.mkdir()
     (project / "AGENTS.md").write_text("Run tests with pytest -q.", encoding="utf-8")
@@ -206,13 +188,7 @@ def test_tiers_are_an_editable_list(memstrata_home: Path) -> None:
 def test_failing_provider_block_is_skipped(memstrata_home: Path) -> None:
     """A provider whose system_prompt_block raises is left out; the prompt still builds."""
 
-    class Broken(BlockProvider):
-        name = "broken"
-
-        def system_prompt_block(self) -> str:
-            raise RuntimeError("backend down")
-
     manager = MemoryManager(memory=FileMemory(memstrata_home))
-    manager.add_provider(Broken())
+    manager.add_provider(RecordingProvider("broken", fail=["system_prompt_block"]))
     prompt = PromptBuilder().build(_ctx(memstrata_home, manager=manager))
     assert prompt.startswith(DEFAULT_IDENTITY)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memstrata.agent.loop import Agent
+from memstrata.agent.loop import Agent, AgentSettings
 from memstrata.config import Config
 from memstrata.llm import OpenAIClient
 from memstrata.memory.files import FileMemory
@@ -33,7 +33,8 @@ def _agent(server: FakeLLMServer, home: Path) -> Agent:
     config = Config.load(home)
     client = OpenAIClient("fake-model", base_url=server.base_url, api_key="k", max_retries=0)
     manager = MemoryManager(memory=FileMemory(home, config=config), config=config)
-    return Agent(client, config=config, manager=manager, clock=lambda: datetime(2026, 12, 2, 10, 0))
+    settings = AgentSettings(clock=lambda: datetime(2026, 12, 2, 10, 0))
+    return Agent.from_config(config, client=client, manager=manager, settings=settings)
 
 
 def test_remember_in_one_session_is_recalled_by_prefetch_in_the_next(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -13,40 +13,26 @@ from memstrata.compress.compressor import SUMMARY_PREFIX, ContextCompressor, est
 from memstrata.compress.split import compact_session, make_session_id, split_session
 from memstrata.errors import SessionNotFoundError, SessionStoreError
 from memstrata.llm import OpenAIClient, RetryPolicy
-from memstrata.providers.base import MemoryProvider
 from memstrata.providers.manager import MemoryManager
 from memstrata.store.sqlite.store import SessionStore
-from memstrata.testing import FakeLLMServer, Reply
+from memstrata.testing import FakeLLMServer, RecordingProvider, Reply
 
 FACT = "the invoice service deploys from branch release-42"
 
 
-class SwitchRecorder(MemoryProvider):
+def switch_recorder() -> RecordingProvider:
     """A provider that records session switches and offers text before compression."""
+    return RecordingProvider("switches", keep="User's favourite editor is <helix>")
 
-    name: ClassVar[str] = "switches"
 
-    def __init__(self) -> None:
-        self.switches: list[tuple[str, dict[str, Any]]] = []
-
-    def is_available(self) -> bool:
-        return True
-
-    def initialize(self, session_id: str, *, home: Path, **extra: Any) -> None:
-        pass
-
-    def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return []
-
-    def on_session_switch(
-        self, new_session_id: str, *, parent_session_id: str | None, reset: bool, reason: str
-    ) -> None:
-        self.switches.append(
-            (new_session_id, {"parent": parent_session_id, "reset": reset, "reason": reason})
+def switches(recorder: RecordingProvider) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (
+            c["new_session_id"],
+            {"parent": c["parent_session_id"], "reset": c["reset"], "reason": c["reason"]},
         )
-
-    def on_pre_compress(self, messages: Any) -> str:
-        return "User's favourite editor is <helix>"
+        for c in recorder.calls_to("on_session_switch")
+    ]
 
 
 class EngineRecorder:
@@ -68,8 +54,8 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
 
 
 @pytest.fixture
-def manager() -> Iterator[tuple[MemoryManager, SwitchRecorder]]:
-    recorder = SwitchRecorder()
+def manager() -> Iterator[tuple[MemoryManager, RecordingProvider]]:
+    recorder = switch_recorder()
     mgr = MemoryManager()
     mgr.add_provider(recorder)
     yield mgr, recorder
@@ -118,7 +104,7 @@ def compressed(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_split_records_lineage_title_tip_and_hooks(
-    store: SessionStore, manager: tuple[MemoryManager, SwitchRecorder]
+    store: SessionStore, manager: tuple[MemoryManager, RecordingProvider]
 ) -> None:
     """The parent ends with 'compression'; the child is linked, titled 'X #2', listed as tip,
     and providers and the context engine hear about it."""
@@ -148,7 +134,7 @@ def test_split_records_lineage_title_tip_and_hooks(
     # The parent keeps every original row, live and searchable.
     assert len(store.get_messages(sid)) == len(conversation)
     assert sid in {h["session_id"] for h in store.search_messages("invoice release-42")}
-    assert recorder.switches == [(child, {"parent": sid, "reset": False, "reason": "compression"})]
+    assert switches(recorder) == [(child, {"parent": sid, "reset": False, "reason": "compression"})]
     assert mgr.session_id == child
     assert engine.starts == [(child, "compression", sid)]
 
@@ -218,7 +204,7 @@ def test_a_failed_split_leaves_the_parent_live_and_no_child(store: SessionStore)
 
 
 def test_in_place_keeps_one_id_and_archives_rows(
-    store: SessionStore, manager: tuple[MemoryManager, SwitchRecorder]
+    store: SessionStore, manager: tuple[MemoryManager, RecordingProvider]
 ) -> None:
     """In-place compaction keeps the id; old rows become active=0 compacted=1, still found."""
     mgr, recorder = manager
@@ -238,7 +224,7 @@ def test_in_place_keeps_one_id_and_archives_rows(
     hits = store.search_messages("invoice release-42")
     assert any(h["session_id"] == sid for h in hits)
     assert len(store.list_sessions_rich()) == 1
-    assert recorder.switches == [(sid, {"parent": sid, "reset": False, "reason": "compression"})]
+    assert switches(recorder) == [(sid, {"parent": sid, "reset": False, "reason": "compression"})]
     assert engine.starts == [(sid, "compression", sid)]
 
 
@@ -294,7 +280,7 @@ def drive_past_threshold(
 
 
 def test_session_past_threshold_splits_with_llm_summary(
-    store: SessionStore, server: FakeLLMServer, manager: tuple[MemoryManager, SwitchRecorder]
+    store: SessionStore, server: FakeLLMServer, manager: tuple[MemoryManager, RecordingProvider]
 ) -> None:
     """A session driven past the threshold splits; the child is the listed tip and the
     providers' pre-compress text reached the summary model."""
@@ -312,7 +298,7 @@ def test_session_past_threshold_splits_with_llm_summary(
     assert store.get_session_title(outcome.session_id) == "Invoices #2"
     prompt = server.chat_requests[0]["messages"][0]["content"]
     assert "\\u003chelix\\u003e" in prompt and "<helix>" not in prompt
-    assert recorder.switches[-1][1]["reason"] == "compression"
+    assert switches(recorder)[-1][1]["reason"] == "compression"
 
 
 def test_failing_summary_model_still_splits_with_facts_kept(

@@ -14,20 +14,23 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import fresh_namespace
 from memstrata.config import Config
 from memstrata.errors import NoMatchError
 from memstrata.mcp.service import MemoryService
+from memstrata.memory.core import CuratedMemory
 from memstrata.memory.files import FileMemory
 from memstrata.memory.writes import MemoryWrite
 from memstrata.providers.facts.schema import Fact
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.providers.manager import MemoryManager
 from memstrata.testing import RecordingProvider
-from memstrata.tools.toolbox import dispatch_tool
+from memstrata.tools.toolbox import Toolbox, dispatch_tool
 
 
 def use_facts_provider(home: Path) -> None:
@@ -74,6 +77,20 @@ def test_dispatch_tool_without_a_provider_starts_nothing(memstrata_home: Path) -
     assert out["success"] is True
     assert (memstrata_home / "memories" / "MEMORY.md").read_text() == "Uses fish shell"
     assert not (memstrata_home / FACTS_FILENAME).exists()
+
+
+def test_a_broken_provider_setting_is_reported_by_every_door(memstrata_home: Path) -> None:
+    """dispatch_tool answers with the fix; the CLI saves the write and warns."""
+    (memstrata_home / "config.toml").write_text('[memory]\nprovider = "nope"\n')
+    out = json.loads(dispatch_tool("memory", {"action": "read"}))
+    assert out["success"] is False
+    assert "No memory provider named 'nope'" in out["error"] and "plugins list" in out["error"]
+    added = _memstrata(memstrata_home, "memory", "add", "Likes tea", "-t", "user")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("Entry added.")
+    assert added.stderr.startswith("Warning: the write was saved but not mirrored")
+    assert "Traceback" not in added.stderr
+    assert (memstrata_home / "memories" / "USER.md").read_text() == "Likes tea"
 
 
 def test_the_mcp_server_mirrors_through_the_memory_listener(memstrata_home: Path) -> None:
@@ -155,6 +172,57 @@ def test_every_write_to_the_memory_is_announced_once_per_operation(memstrata_hom
         ),
         MemoryWrite("remove", "memory", "", old_text="Fridays", origin="api"),
     ]
+
+
+@pytest.fixture(params=["files", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_memory(request: pytest.FixtureRequest, memstrata_home: Path) -> Iterator[CuratedMemory]:
+    """Curated memory on each backend: the files of a home, or a PostgreSQL namespace."""
+    if request.param == "files":
+        yield FileMemory(memstrata_home)
+        return
+    pytest.importorskip("psycopg")
+    from helpers import PG_DSN, drop_namespace
+    from memstrata.memory.postgres import PostgresMemory
+
+    name = fresh_namespace()
+    try:
+        with PostgresMemory(PG_DSN, namespace=name) as memory:
+            yield memory
+    finally:
+        drop_namespace(name)
+
+
+def test_both_backends_announce_writes_to_the_manager(any_memory: CuratedMemory) -> None:
+    """The write listener is part of the memory contract: PostgreSQL rows mirror too."""
+    manager = MemoryManager(memory=any_memory)
+    provider = RecordingProvider()
+    assert manager.add_provider(provider)
+    manager.initialize_all("s1")
+    box = Toolbox()
+    box.register_provider_tools(manager)
+    batch = {
+        "target": "user",
+        "operations": [
+            {"action": "add", "content": "Name is 王芳"},
+            {"action": "add", "content": "Works in Shenzhen"},
+        ],
+    }
+    assert box.call("memory", batch)["success"] is True
+    refused = box.call("memory", {"action": "remove", "target": "user", "old_text": "nope"})
+    assert refused["success"] is False and refused["current_entries"] == [
+        "Name is 王芳",
+        "Works in Shenzhen",
+    ]
+    assert manager.flush_pending(10)
+    assert provider.writes == [
+        ("add", "user", "Name is 王芳"),
+        ("add", "user", "Works in Shenzhen"),
+    ]
+    assert [(m.batch_index, m.batch_size, m.origin) for m in provider.write_metadata if m] == [
+        (0, 2, "tool"),
+        (1, 2, "tool"),
+    ]
+    manager.shutdown_all()
 
 
 def test_a_failing_listener_never_fails_the_write(

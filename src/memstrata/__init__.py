@@ -31,6 +31,7 @@ from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from memstrata.agent.loop import Agent
+    from memstrata.agent.settings import AgentSettings
     from memstrata.agent.turn import Pricing, TurnResult
     from memstrata.backends import open_memory, open_store
     from memstrata.compress.compressor import CompressionResult, ContextCompressor
@@ -94,6 +95,7 @@ except PackageNotFoundError:  # running from a source tree without installation
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {
     "Agent": "memstrata.agent.loop",
+    "AgentSettings": "memstrata.agent.settings",
     "AnthropicClient": "memstrata.llm",
     "BuiltinMemoryProvider": "memstrata.providers.builtin",
     "Completion": "memstrata.llm",
@@ -177,6 +179,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Agent",
+    "AgentSettings",
     "AnthropicClient",
     "BuiltinMemoryProvider",
     "Completion",

@@ -8,10 +8,12 @@ from memstrata._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from memstrata.agent.loop import Agent
+    from memstrata.agent.settings import AgentSettings
     from memstrata.agent.turn import Pricing, TurnResult
 
 __all__ = [
     "Agent",
+    "AgentSettings",
     "Pricing",
     "TurnResult",
 ]
@@ -21,6 +23,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Agent": "memstrata.agent.loop",
+        "AgentSettings": "memstrata.agent.settings",
         "Pricing": "memstrata.agent.turn",
         "TurnResult": "memstrata.agent.turn",
     },

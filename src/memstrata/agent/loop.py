@@ -2,7 +2,8 @@
 
 ::
 
-    Agent(...)                 MemoryManager (built-in provider first, then memory.provider)
+    Agent(client, store,       MemoryManager (built-in provider first, then memory.provider);
+          manager, settings)   Agent.from_config() builds the parts from config.toml
     start()                    initialize_all(session_id, platform) -> system prompt built once
                                (identity, tool guidance, context files, frozen L1 snapshot,
                                provider blocks, date, platform hint), stored with the session
@@ -15,6 +16,9 @@
                                -> on_session_switch(reason="compression")
     close()                    on_session_end(messages) -> end_session -> shutdown_all
 
+The session lifecycle (start, new_session, resume, set_title, close) lives in
+:mod:`memstrata.agent.session`; this module adds the turn and compression on top.
+
 The system prompt never changes within a session: memory writes land on disk and in the
 tool response, and show in the prompt of the next session (or after a compression).
 Per-turn recall goes only into the user message's API copy, whose exact bytes are stored
@@ -26,12 +30,18 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Final, Self
 
+from memstrata.agent.session import SessionLifecycle
+from memstrata.agent.settings import (
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_MAX_TOOL_ITERATIONS,
+    SETTING_NAMES,
+    AgentSettings,
+)
 from memstrata.agent.turn import (
     Pricing,
     TextSink,
@@ -39,32 +49,28 @@ from memstrata.agent.turn import (
     api_message,
     assistant_message,
     call_model,
-    message_from_row,
     open_tool_calls,
     refit_api_content,
     tool_message,
     user_api_content,
     without_api_content,
 )
-from memstrata.closing import Closing
 from memstrata.compress.compressor import CompressionResult, ContextCompressor, estimate_tokens
 from memstrata.compress.split import Compaction, make_session_id, split_session
 from memstrata.config import Config
 from memstrata.errors import SessionStoreError
+from memstrata.llm.arguments import error_response
 from memstrata.llm.types import Completion, LLMClient, TokenUsage, ToolCall
-from memstrata.memory.core import CuratedMemory
 from memstrata.prompt.builder import PromptBuilder, PromptContext
 from memstrata.prompt.fencing import StreamingContextScrubber, build_memory_context_block
 from memstrata.providers.manager import MemoryManager
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 from memstrata.tools.remember import RememberTool
 from memstrata.tools.session_search import SessionSearchTool
-from memstrata.tools.toolbox import Toolbox, error_response
+from memstrata.tools.toolbox import Toolbox
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TOOL_ITERATIONS: Final = 25
-DEFAULT_CONTEXT_WINDOW: Final = 128_000
 TOOL_LIMIT_RESULT: Final = (
     "Not run: the limit of {limit} tool rounds for one user turn was reached. Do not call "
     "more tools now; answer the user with what you have and say what is left to do."
@@ -73,114 +79,147 @@ INTERRUPTED_RESULT: Final = "Not run: the turn was interrupted before this tool 
 TOOL_LIMIT_NOTE: Final = "[Stopped: the model kept calling tools past the limit of {limit} rounds.]"
 
 
-class Agent(Closing):
+class Agent(SessionLifecycle):
     """A chat agent with layered memory over any OpenAI-compatible model.
 
     Example::
 
-        from memstrata import Agent
+        from memstrata import Agent, AgentSettings
 
-        with Agent() as agent:                      # model from config or MEMSTRATA_MODEL
+        # The parts from config.toml (model, store, memory.provider):
+        with Agent.from_config(settings=AgentSettings(title="Units")) as agent:
             print(agent.run_turn("Hi, I'm Ada and I prefer metric units.").text)
 
+        # Or the parts given, as tests and embedding applications do:
+        agent = Agent(client, store, manager, settings=AgentSettings(stream=False))
+
     Args:
-        client: the chat model (default ``client_for("main", config)``).
-        config: settings (default :meth:`Config.load`).
-        store: the session store (default ``$MEMSTRATA_HOME/state.db``; closed by
-            :meth:`close` only when the agent opened it).
-        manager: the memory manager (default :meth:`MemoryManager.from_config`).
-        toolbox: extra tools; ``session_search`` is added when it is missing. The
-            ``memory`` tool and provider tools come from the manager.
+        client: the chat model.
+        store: the session store (any backend of the store contract); the caller
+            closes it (:meth:`from_config` hands an agent the store it opened).
+        manager: the memory manager; its memory and config are the agent's.
+        settings: the session to open, the prompt's context and the turn's limits
+            (see :class:`~memstrata.agent.settings.AgentSettings`).
+        toolbox: extra tools. The ``memory`` tool and provider tools are registered into
+            it from the manager; ``session_search`` and ``remember`` are added when missing.
         prompt_builder: the system-prompt tiers (default :class:`PromptBuilder`).
         compressor: context compression (default: a :class:`ContextCompressor` over the
-            ``[compression]`` settings and ``context_window``).
-        system_message: the caller's system message (the prompt's context tier).
-        session_id: resume this session if it exists, else create it with this id.
-        title: the title of a new session.
-        source: the session's source label (``cli``, ``api``, ...).
-        platform: the platform hint of the prompt and of ``initialize_all``.
-        cwd: where context files (AGENTS.md, CLAUDE.md) are looked for; None: nowhere.
-        context_files: explicit context files instead of searching ``cwd``.
-        context_window: the model's window in tokens (compression threshold, file caps).
-        max_tool_iterations: rounds of tool calls run per user turn; past it the model
-            is told to answer and gets one last call.
-        stream: stream replies (text reaches ``on_text`` as it arrives).
-        pricing: prices for the cost recorded with the session (None: the ``llm.*_price_per_mtok``
-            settings, and no cost when those are unset).
-        clock: the time source of the prompt's date line.
+            ``[compression]`` settings and ``settings.context_window``).
+
+    0.1's keyword arguments (``config=``, ``title=``, ``stream=``, ...) and leaving a part
+    out still work, with a :class:`DeprecationWarning` naming the replacement.
     """
 
     def __init__(
         self,
         client: LLMClient | None = None,
-        *,
-        config: Config | None = None,
-        store: SessionStore | None = None,
+        store: SessionStoreContract | None = None,
         manager: MemoryManager | None = None,
+        settings: AgentSettings | None = None,
+        *,
         toolbox: Toolbox | None = None,
         prompt_builder: PromptBuilder | None = None,
         compressor: ContextCompressor | None = None,
-        system_message: str | None = None,
-        session_id: str | None = None,
-        title: str | None = None,
-        source: str = "cli",
-        platform: str = "cli",
-        cwd: Path | None = None,
-        context_files: Sequence[Path] | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
-        max_tool_iterations: int = DEFAULT_MAX_TOOL_ITERATIONS,
-        stream: bool = True,
-        pricing: Pricing | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        clock: Callable[[], datetime] = datetime.now,
+        **deprecated: Any,
     ) -> None:
-        if max_tool_iterations < 1:
-            raise ValueError("max_tool_iterations must be at least 1")
-        self.config = config if config is not None else Config.load()
-        if client is None:
-            from memstrata.llm.settings import client_for
+        config, settings = _legacy_arguments(
+            deprecated, settings, missing=[client is None, store is None, manager is None]
+        )
+        if config is None:
+            config = manager.config if manager is not None else Config.load()
+        client, store, manager, self._owns_store = _open_parts(config, client, store, manager)
+        self._setup(client, store, manager, settings, config, toolbox, prompt_builder, compressor)
 
-            client = client_for("main", self.config)
+    @classmethod
+    def from_config(
+        cls,
+        config: Config | None = None,
+        *,
+        client: LLMClient | None = None,
+        store: SessionStoreContract | None = None,
+        manager: MemoryManager | None = None,
+        settings: AgentSettings | None = None,
+        toolbox: Toolbox | None = None,
+        prompt_builder: PromptBuilder | None = None,
+        compressor: ContextCompressor | None = None,
+    ) -> Self:
+        """An agent whose missing parts come from ``config`` (default :meth:`Config.load`):
+        the ``main`` model (:func:`~memstrata.llm.settings.client_for`), the session store
+        of the home (closed with the agent) and :meth:`MemoryManager.from_config`."""
+        config = config if config is not None else Config.load()
+        client, store, manager, owns_store = _open_parts(config, client, store, manager)
+        agent = cls.__new__(cls)
+        agent._owns_store = owns_store
+        try:
+            agent._setup(
+                client,
+                store,
+                manager,
+                settings or AgentSettings(),
+                config,
+                toolbox,
+                prompt_builder,
+                compressor,
+            )
+        except BaseException:
+            if owns_store:
+                store.close()
+            raise
+        return agent
+
+    def _setup(
+        self,
+        client: LLMClient,
+        store: SessionStoreContract,
+        manager: MemoryManager,
+        settings: AgentSettings,
+        config: Config,
+        toolbox: Toolbox | None,
+        prompt_builder: PromptBuilder | None,
+        compressor: ContextCompressor | None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
         self.client = client
-        self._owns_store = store is None
-        self.store = store if store is not None else SessionStore(config=self.config)
-        self.manager = manager if manager is not None else MemoryManager.from_config(self.config)
-        self.memory: CuratedMemory = self.manager.memory
+        self.store = store
+        self.manager = manager
+        self.memory = manager.memory
         self.toolbox = toolbox if toolbox is not None else Toolbox()
         # The memory tool and the providers' tools run in the same toolbox as the rest,
         # so one edge turns every tool error into the model's text.
-        self.toolbox.register_provider_tools(self.manager)
-        self.search_tool: SessionSearchTool | None = None
+        self.toolbox.register_provider_tools(manager)
+        self.search_tool = None
         if "session_search" not in self.toolbox:
-            self.search_tool = SessionSearchTool(store=self.store, config=self.config)
+            self.search_tool = SessionSearchTool(store=store, config=config)
             self.toolbox.register_tool(self.search_tool)
-        if "remember" not in self.toolbox and not self.manager.has_tool("remember"):
+        if "remember" not in self.toolbox:
             # Episodic facts: stored in facts.db, recalled by the built-in prefetch.
-            self.toolbox.register_tool(RememberTool(config=self.config))
+            self.toolbox.register_tool(RememberTool(config=config))
         self.prompt_builder = prompt_builder if prompt_builder is not None else PromptBuilder()
-        self.context_window = int(context_window)
+        self.context_window = settings.context_window
         self.compressor = (
             compressor
             if compressor is not None
-            else ContextCompressor(config=self.config, context_window=self.context_window)
+            else ContextCompressor(config=config, context_window=self.context_window)
         )
-        self.system_message = system_message
-        self.title = title
-        self.source = source
-        self.platform = platform
-        self.cwd = cwd
-        self.context_files = list(context_files) if context_files is not None else None
-        self.max_tool_iterations = int(max_tool_iterations)
-        self.stream = stream
-        self.pricing = pricing if pricing is not None else Pricing.from_config(self.config)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.clock = clock
+        self.system_message = settings.system_message
+        self.title = settings.title
+        self.source = settings.source
+        self.platform = settings.platform
+        self.cwd = settings.cwd
+        self.context_files = list(settings.context_files) if settings.context_files else None
+        self.max_tool_iterations = settings.max_tool_iterations
+        self.stream = settings.stream
+        self.pricing = (
+            settings.pricing if settings.pricing is not None else Pricing.from_config(config)
+        )
+        self.temperature = settings.temperature
+        self.max_tokens = settings.max_tokens
+        self.clock = settings.clock
 
-        self.session_id: str = session_id or make_session_id()
-        self.system_prompt: str = ""
-        self.messages: list[dict[str, Any]] = []
+        self.session_id = settings.session_id or make_session_id()
+        self.system_prompt = ""
+        self.messages = []
         self.usage = TokenUsage()
         """Token usage of every model call this agent made (all sessions)."""
         self.cost_usd = 0.0
@@ -189,150 +228,6 @@ class Agent(Closing):
         self._last_prompt_tokens = 0
         self._started = False
         self._closed = False
-
-    # -- lifecycle ------------------------------------------------------------------------
-
-    def __enter__(self) -> Self:
-        # Unlike a store, an agent also starts its session on entry; exit closes it.
-        self.start()
-        return self
-
-    def start(self) -> str:
-        """Initialise the providers and open the session (resumed when it exists).
-
-        Idempotent; :meth:`run_turn` calls it. Returns the session id.
-        """
-        if self._started:
-            return self.session_id
-        self._started = True
-        existing = self.store.get_session(self.session_id) is not None
-        if existing:
-            # A compressed session continues in its newest child, never in itself.
-            self.session_id = self.store.get_compression_tip(self.session_id)
-        self.manager.initialize_all(
-            self.session_id, platform=self.platform, session_title=self.title
-        )
-        if existing:
-            self._load_session(self.session_id)
-        else:
-            self.system_prompt = self.build_system_prompt()
-            if self.title:
-                self._ensure_row()
-        self._point_tools_at(self.session_id)
-        return self.session_id
-
-    def close(self) -> None:
-        """End the session: providers get ``on_session_end``, then ``shutdown_all``."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._started:
-                self._end_current("user_exit")
-        finally:
-            self.manager.shutdown_all()
-            if self._owns_store:
-                self.store.close()
-
-    def curate_in_background(self) -> threading.Thread:
-        """Consolidate MEMORY.md and USER.md on a background thread; return the thread.
-
-        Meant for between sessions (after :meth:`close` or :meth:`new_session`), never
-        inside a turn. See :class:`~memstrata.memory.curator.Curator`; failures are logged.
-        """
-        from memstrata.memory.curator import Curator
-
-        return Curator(self.memory, config=self.config).start_background()
-
-    def _end_current(self, reason: str) -> None:
-        self.manager.on_session_end([without_api_content(m) for m in self.messages])
-        if self._row_exists:
-            try:
-                self.store.end_session(self.session_id, reason)
-            except SessionStoreError:
-                logger.warning("Could not end session %s", self.session_id, exc_info=True)
-
-    def new_session(self, *, title: str | None = None) -> str:
-        """Start over in a fresh session (``/new``): memory is re-read into a new snapshot."""
-        self.start()
-        self._end_current("new_session")
-        old = self.session_id
-        self.session_id = make_session_id()
-        self.title = title
-        self.messages = []
-        self._row_exists = False
-        self._last_prompt_tokens = 0
-        self.system_prompt = self.build_system_prompt(reload_memory=True)
-        if title:
-            self._ensure_row()
-        self.manager.on_session_switch(
-            self.session_id, parent_session_id=None, reset=True, reason="new"
-        )
-        self._point_tools_at(self.session_id)
-        logger.info("Left session %s for new session %s", old, self.session_id)
-        return self.session_id
-
-    def resume(self, session_id: str) -> str:
-        """Continue a stored session (its compression tip), replaying its exact prompt.
-
-        ``session_id`` may be a unique prefix. The stored system prompt is reused
-        verbatim, so the first request repeats the original prefix byte for byte.
-        """
-        self.start()
-        target = self.store.get_compression_tip(self.store.resolve_session_id(session_id))
-        if target == self.session_id:
-            return target
-        self._end_current("switched")
-        self._load_session(target)
-        self.manager.on_session_switch(target, reset=False, reason="resume")
-        self._point_tools_at(target)
-        return target
-
-    def set_title(self, title: str | None) -> str | None:
-        """Title the current session (None or blank clears it); returns the stored title.
-
-        Raises :class:`~memstrata.errors.TitleConflictError` when another conversation
-        holds the title.
-        """
-        self.start()
-        self._ensure_row()
-        self.title = self.store.set_session_title(self.session_id, title)
-        return self.title
-
-    def _load_session(self, session_id: str) -> None:
-        session = self.store.get_session(session_id)
-        if session is None:
-            raise SessionStoreError(f"No session {session_id!r}; list them with /sessions.")
-        if session.get("ended_at") is not None:
-            self.store.reopen_session(session_id)
-        self.session_id = session_id
-        self.title = session.get("title")
-        self.messages = [message_from_row(r) for r in self.store.get_messages(session_id)]
-        self._row_exists = True
-        self._last_prompt_tokens = 0
-        stored = session.get("system_prompt")
-        if isinstance(stored, str) and stored.strip():
-            self.system_prompt = stored
-        else:
-            self.system_prompt = self.build_system_prompt(reload_memory=True)
-            self.store.update_system_prompt(session_id, self.system_prompt)
-
-    def _ensure_row(self) -> None:
-        """Create the session row on first need (a session nobody used leaves no row)."""
-        if self._row_exists:
-            return
-        self.store.create_session(
-            self.session_id,
-            source=self.source,
-            model=getattr(self.client, "model", None),
-            system_prompt=self.system_prompt,
-            title=self.title,
-        )
-        self._row_exists = True
-
-    def _point_tools_at(self, session_id: str) -> None:
-        if self.search_tool is not None:
-            self.search_tool.current_session_id = session_id
 
     # -- the system prompt --------------------------------------------------------------
 
@@ -589,4 +484,70 @@ class Agent(Closing):
         return Compaction(result, live, old)
 
 
-__all__ = ["DEFAULT_MAX_TOOL_ITERATIONS", "Agent", "Pricing", "TurnResult"]
+def _open_parts(
+    config: Config,
+    client: LLMClient | None,
+    store: SessionStoreContract | None,
+    manager: MemoryManager | None,
+) -> tuple[LLMClient, SessionStoreContract, MemoryManager, bool]:
+    """The parts ``config`` names for the ones not given, and True when the store was
+    opened here (the agent then closes it; here too, if the manager cannot be built)."""
+    if client is None:
+        from memstrata.llm.settings import client_for
+
+        client = client_for("main", config)
+    owns_store = store is None
+    if store is None:
+        from memstrata.store.sqlite.store import SessionStore
+
+        store = SessionStore(config=config)
+    try:
+        manager = manager if manager is not None else MemoryManager.from_config(config)
+    except BaseException:
+        if owns_store:
+            store.close()
+        raise
+    return client, store, manager, owns_store
+
+
+def _legacy_arguments(
+    deprecated: dict[str, Any], settings: AgentSettings | None, *, missing: list[bool]
+) -> tuple[Config | None, AgentSettings]:
+    """0.1's ``Agent(config=..., title=..., ...)``: the config and the settings they meant.
+
+    Each use warns once per call with the replacement; an unknown keyword is a TypeError,
+    as it was.
+    """
+    unknown = sorted(set(deprecated) - SETTING_NAMES - {"config"})
+    if unknown:
+        raise TypeError(f"Agent() got unexpected keyword argument(s): {', '.join(unknown)}")
+    config = deprecated.pop("config", None)
+    if deprecated:
+        names = ", ".join(f"{k}=" for k in sorted(deprecated))
+        warnings.warn(
+            f"Agent({names}) is deprecated: pass settings=AgentSettings({names}...) instead.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        if "context_files" in deprecated and deprecated["context_files"] is not None:
+            deprecated["context_files"] = tuple(deprecated["context_files"])
+        settings = replace(settings if settings is not None else AgentSettings(), **deprecated)
+    if config is not None or any(missing):
+        warnings.warn(
+            "Agent() building its own parts (config=, or no client, store or manager) is "
+            "deprecated: use Agent.from_config(config, ...) or pass client, store and "
+            "manager.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return config, settings if settings is not None else AgentSettings()
+
+
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "DEFAULT_MAX_TOOL_ITERATIONS",
+    "Agent",
+    "AgentSettings",
+    "Pricing",
+    "TurnResult",
+]

@@ -289,6 +289,7 @@ def chat_command(
         memstrata chat --title "Trip planning"
     """
     from memstrata.agent.loop import Agent
+    from memstrata.agent.settings import AgentSettings
     from memstrata.llm.demo import DEMO_BANNER, DEMO_MODEL, DemoClient
     from memstrata.llm.settings import client_for
     from memstrata.llm.types import LLMClient
@@ -305,14 +306,16 @@ def chat_command(
             "memstrata with no model at all: `memstrata chat --model demo`."
         ) from None
     with _chat_logging(config.home):
-        agent = Agent(
-            client,
-            config=config,
-            title=title,
-            system_message=system_message,
-            cwd=Path.cwd(),
-            context_window=context_window,
-            stream=not no_stream,
+        agent = Agent.from_config(
+            config,
+            client=client,
+            settings=AgentSettings(
+                title=title,
+                system_message=system_message,
+                cwd=Path.cwd(),
+                context_window=context_window,
+                stream=not no_stream,
+            ),
         )
         chat = _Chat(agent)
         try:

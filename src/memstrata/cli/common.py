@@ -120,15 +120,7 @@ def _mirror_cli_writes(
     try:
         manager.initialize_all("cli", platform="cli")
         for write in writes:
-            manager.notify_memory_write(
-                write.action,
-                write.target,
-                write.content,
-                origin=write.origin,
-                old_text=write.old_text,
-                batch_index=write.batch_index,
-                batch_size=write.batch_size,
-            )
+            manager.mirror_write(write)
     finally:
         report = manager.shutdown_all()
     if not report.drained:

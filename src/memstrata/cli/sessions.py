@@ -472,9 +472,10 @@ def sessions_reindex(as_json: bool) -> None:
 def sessions_embed(limit: int | None, as_json: bool) -> None:
     """Compute the vectors hybrid recall uses for messages and facts that have none yet.
 
-    Uses the embedder `search.embedder` names ("minilm" offline, or "openai" for
-    llm.embedding_model). Writes never compute vectors, so run this after imports or on a
-    schedule; an interrupted run keeps what it wrote and the next one continues. The
+    Uses the embedder `search.embedder` names ("minilm" offline for English, "e5" offline
+    for Chinese and other languages, or "openai" for llm.embedding_model). Writes never
+    compute vectors, so run this after imports or on a schedule; an interrupted run
+    keeps what it wrote and the next one continues. The
     facts of the `facts` provider (facts.db) are embedded too when the file exists.
 
     \b
@@ -490,7 +491,8 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
     if embedder is None:
         raise click.ClickException(
             "No embedder is configured: set one with `memstrata config set search.embedder "
-            "minilm` (offline) or `openai` (llm.embedding_model); see `memstrata help recall`."
+            "minilm` (offline, English), `e5` (offline, multilingual) or `openai` "
+            "(llm.embedding_model); see `memstrata help recall`."
         )
     with open_store(config) as store:
         pending = pending_count(store, embedder.name)

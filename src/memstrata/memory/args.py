@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from memstrata.errors import InvalidMemoryArgument, ThreatDetectedError
+from memstrata.errors import InvalidMemoryArgument, MemoryFullError, ThreatDetectedError
 from memstrata.memory.format import Target, has_separator_line
 from memstrata.scanner import scan as scanner
 
@@ -79,14 +79,22 @@ def clean_content(content: object, empty_message: str, *, max_chars: int | None 
 
 
 def check_size(text: str, max_chars: int | None = None) -> None:
-    """Refuse an entry longer than the budget ``max_chars`` or :data:`MAX_ENTRY_CHARS`."""
-    cap = MAX_ENTRY_CHARS if max_chars is None else min(max_chars, MAX_ENTRY_CHARS)
-    if len(text) > cap:
-        what = "the whole budget of this target" if cap == max_chars else "the entry limit"
+    """Refuse an entry longer than the budget ``max_chars`` or :data:`MAX_ENTRY_CHARS`.
+
+    :class:`MemoryFullError` when the target's budget is what it exceeds (the entry could
+    never fit), :class:`InvalidMemoryArgument` past the absolute entry limit.
+    """
+    if max_chars is not None and max_chars <= MAX_ENTRY_CHARS and len(text) > max_chars:
+        raise MemoryFullError(
+            f"This entry alone is {len(text):,} chars, longer than the whole "
+            f"{max_chars:,}-char limit of this target, so it was refused unread. Shorten "
+            "it to the essential fact (a sentence or two), or split it into several entries."
+        )
+    if len(text) > MAX_ENTRY_CHARS:
         raise InvalidMemoryArgument(
-            f"Content is {len(text):,} characters, more than {what} ({cap:,}), so it "
-            "was refused unread. Save a short summary of the fact instead (a sentence or "
-            "two), or split it into several entries."
+            f"Content is {len(text):,} characters, more than the entry limit "
+            f"({MAX_ENTRY_CHARS:,}), so it was refused unread. Save a short summary of the "
+            "fact instead (a sentence or two), or split it into several entries."
         )
 
 

@@ -122,7 +122,7 @@ class MemoryManager:
         # dispatch_tool, the MCP server, the CLI, the curator) is announced here.
         listen = getattr(memory, "add_write_listener", None)
         self._stop_listening: Callable[[], None] | None = (
-            listen(self._mirror_write) if callable(listen) else None
+            listen(self.mirror_write) if callable(listen) else None
         )
 
     @classmethod
@@ -539,7 +539,9 @@ class MemoryManager:
         if self._externals():
             self._submit("write", job)
 
-    def _mirror_write(self, write: MemoryWrite) -> None:
+    def mirror_write(self, write: MemoryWrite) -> None:
+        """Mirror one announced write (a :class:`~memstrata.memory.writes.MemoryWrite`) to
+        every external provider; the manager's memory calls it for each of its writes."""
         self.notify_memory_write(
             write.action,
             write.target,

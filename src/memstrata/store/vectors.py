@@ -17,6 +17,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from memstrata.errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 # How many messages of the candidate sessions a query compares besides the keyword
@@ -107,3 +109,38 @@ class Embedder(Protocol):
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector of ``dims`` floats per text, in order."""
+
+
+def embed_queries(embedder: Embedder, texts: list[str]) -> list[list[float]]:
+    """Vectors of search queries: the embedder's ``embed_queries`` when it has one (a
+    model trained with a query prefix, such as e5), else its ``embed``."""
+    embed = getattr(embedder, "embed_queries", None)
+    return embed(texts) if callable(embed) else embedder.embed(texts)
+
+
+def calibrated(embedder: Embedder, sims: Mapping[int, float]) -> dict[int, float]:
+    """Cosines on one scale whatever the model: ``(cos - f) / (1 - f)``, where ``f`` is
+    the embedder's ``cosine_floor`` (the cosine two unrelated texts reach with it; 0 when
+    it declares none, as MiniLM and API models need no shift). The weights and bars of
+    hybrid recall are written for that scale."""
+    floor = getattr(embedder, "cosine_floor", 0.0)
+    if not isinstance(floor, int | float) or isinstance(floor, bool) or not 0 <= floor < 1:
+        raise ConfigError(
+            f"Embedder {embedder.name!r} declares cosine_floor {floor!r}: it must be a number "
+            "in [0, 1) (the cosine two unrelated texts reach), or leave it out."
+        )
+    if floor == 0:
+        return dict(sims)
+    return {key: (cos - floor) / (1.0 - floor) for key, cos in sims.items()}
+
+
+def relative(sims: Mapping[int, float]) -> dict[int, float]:
+    """Cosines rescaled to where each stands among the vectors compared: the least
+    similar 0, the most similar 1 (all 0 when they are equal). What a model's cosines
+    mean depends on the model (unrelated texts score about 0.1 with MiniLM, 0.8 with
+    e5); their order among the texts compared does not."""
+    if not sims:
+        return {}
+    low, high = min(sims.values()), max(sims.values())
+    span = high - low
+    return {key: (cos - low) / span if span > 0 else 0.0 for key, cos in sims.items()}

@@ -60,13 +60,14 @@ class RecordingProvider(MemoryProvider):
 
     Args:
         name: the provider's name (default ``"recorder"``).
-        recall: what :meth:`prefetch` returns each turn.
+        recall: what :meth:`prefetch` returns each turn (or a function of the query).
         block: the system-prompt block.
         tools: function-tool definitions it offers (see :func:`tool_schema`).
         replies: per tool name, the result dict or a function of the arguments (which
             may raise, as a real tool does). A tool without a reply answers
             ``{"success": true, "handled_by": name, "tool": tool, "args": args}``.
-        keep: what :meth:`on_pre_compress` asks to keep through compression.
+        keep: what :meth:`on_pre_compress` asks to keep through compression (or a
+            function of the messages).
         fail: hook names that raise ``RuntimeError`` (to test that a failing provider
             never breaks a turn).
 
@@ -82,11 +83,11 @@ class RecordingProvider(MemoryProvider):
         self,
         name: str | None = None,
         *,
-        recall: str = "",
+        recall: str | Callable[[str], str] = "",
         block: str = "",
         tools: Sequence[Mapping[str, Any]] = (),
         replies: Mapping[str, ToolReply] | None = None,
-        keep: str = "",
+        keep: str | Callable[[Sequence[Mapping[str, Any]]], str] = "",
         fail: Sequence[str] = (),
     ) -> None:
         if name is not None:
@@ -165,9 +166,9 @@ class RecordingProvider(MemoryProvider):
         return self.block
 
     def prefetch(self, query: str, *, session_id: str) -> str:
-        """The fixed recall text."""
+        """The fixed recall text, or what the recall function makes of ``query``."""
         self._record("prefetch", query=query, session_id=session_id)
-        return self.recall
+        return self.recall(query) if callable(self.recall) else self.recall
 
     def queue_prefetch(self, query: str, *, session_id: str) -> None:
         """Recorded only."""
@@ -227,9 +228,9 @@ class RecordingProvider(MemoryProvider):
         )
 
     def on_pre_compress(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        """The fixed ``keep`` text."""
+        """The fixed ``keep`` text, or what the keep function makes of ``messages``."""
         self._record("on_pre_compress", messages=list(messages))
-        return self.keep
+        return self.keep(messages) if callable(self.keep) else self.keep
 
     def on_delegation(self, task: str, result: str, *, child_session_id: str) -> None:
         """Recorded only."""

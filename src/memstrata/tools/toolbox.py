@@ -304,7 +304,13 @@ def dispatch_tool(
     if toolbox is None:
         try:
             toolbox = default_toolbox()
-        except Exception as exc:  # a broken config.toml must still reach the model as text
+        except MemstrataError as exc:  # a broken config.toml or provider: its fix, as text
+            logger.warning("cannot build the default toolbox: %s", exc)
+            return json.dumps(
+                error_response(f"Tools are unavailable: {type(exc).__name__}: {exc}"),
+                ensure_ascii=False,
+            )
+        except Exception as exc:  # a bug must still reach the model as text
             logger.exception("cannot build the default toolbox")
             return json.dumps(
                 error_response(f"Tools are unavailable: {type(exc).__name__}: {exc}"),

@@ -3,7 +3,7 @@
 
 Select it with ``memory.provider = "facts"`` in ``config.toml``. By default it needs
 nothing but the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network.
-With ``search.embedder`` set ("minilm" offline, "openai" at the configured endpoint),
+With ``search.embedder`` set ("minilm" or "e5" offline, "openai" at the configured endpoint),
 recall and ``facts_search`` fuse embeddings with the keywords (hybrid recall, see
 :mod:`memstrata.providers.facts.vectors`); facts are embedded lazily, at most ``INDEX_PER_TURN``
 at ``initialize`` and at each ``sync_turn`` (on the background worker), never when they

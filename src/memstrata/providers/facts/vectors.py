@@ -34,7 +34,7 @@ from typing import Final
 
 from memstrata.errors import ConfigError, StorageError
 from memstrata.search.embedders import Embedder, encode_vector
-from memstrata.store.vectors import numpy_or_none
+from memstrata.store.vectors import embed_queries, numpy_or_none
 
 __all__ = [
     "INDEX_BATCH",
@@ -192,7 +192,7 @@ def index_in_batches(
 
 def embed_query(embedder: Embedder, text: str) -> list[float]:
     """The query's vector (one embedder call)."""
-    vectors = embedder.embed([text[:EMBED_CHARS]])
+    vectors = embed_queries(embedder, [text[:EMBED_CHARS]])
     if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
         raise ConfigError(
             f"Embedder {embedder.name!r} did not return one vector of {embedder.dims} dims "
