@@ -218,7 +218,8 @@ _SPELLED_MARK_RX = re.compile(r"(?<!\w)\w(?:[.·•*_\-|/]\w(?!\w))+")
 _SPELLED_SPACE_RX = re.compile(r"(?<!\w)\w(?: \w(?!\w))+")
 _SPELL_SEP_RX = re.compile(r"[ .·•*_\-|/]")
 _LEET = bytes.maketrans(b"43105789@$!|", b"aeiostbgasil")
-_LEET_HINT_RX = re.compile(r"[a-z][0134578@$][a-z]|\b[0134578][a-z]{2,}|[a-z]{2,}[0134578]\b")
+# Bounded runs only: "[a-z]{2,}" before a digit would rescan a long word from every letter.
+_LEET_HINT_RX = re.compile(r"[a-z][0134578@$][a-z]|\b[0134578][a-z]{2}|\b[a-z]{2,30}[0134578]\b")
 _ROT13 = bytes.maketrans(
     b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
     b"nopqrstuvwxyzabcdefghijklmNOPQRSTUVWXYZABCDEFGHIJKLM",
