@@ -15,7 +15,8 @@ to a regex, in this order:
    Cherokee and Lisu letters everywhere, Cyrillic and Greek letters inside a word that
    also holds an ASCII letter, or anywhere in a text that is mostly ASCII (so Russian and
    Greek prose stay themselves and the Russian patterns can read them). The table comes
-   from Unicode's confusables data as shipped by ``confusable-homoglyphs``, with ``anyascii`` for the letters it does not list;
+   from Unicode's confusables data as shipped by ``confusable-homoglyphs``, with
+   ``anyascii`` for the letters it does not list;
 7. obfuscated addresses ("x [at] y [dot] com", "x arroba y punto com") are rewritten
    as ``x@y.com``.
 
