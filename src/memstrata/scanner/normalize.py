@@ -12,10 +12,11 @@ to a regex, in this order:
    except the kana voicing marks, which change a Japanese word;
 5. case folding;
 6. look-alike letters are mapped to ASCII: small capitals, dotless ı, Armenian, Coptic,
-   Cherokee and Lisu letters everywhere, Cyrillic and Greek letters only inside a word
-   that also holds an ASCII letter (so Russian and Greek prose stay themselves and the
-   Russian patterns can read them). The table comes from Unicode's confusables data as
-   shipped by ``confusable-homoglyphs``, with ``anyascii`` for the letters it does not list;
+   Cherokee and Lisu letters everywhere, Cyrillic and Greek letters inside a word that
+   also holds an ASCII letter, or anywhere in a text that is mostly ASCII (so Russian and
+   Greek prose stay themselves and the Russian patterns can read them). The table comes
+   from Unicode's confusables data as shipped by ``confusable-homoglyphs``, with
+   ``anyascii`` for the letters it does not list;
 7. obfuscated addresses ("x [at] y [dot] com", "x arroba y punto com") are rewritten
    as ``x@y.com``.
 
@@ -193,7 +194,13 @@ def skeleton(text: str) -> str:
         always, mixed, always_rx = _confusable_tables()
         text = always_rx.sub(lambda m: m.group().translate(always), text)
         if not text.isascii():
-            text = _MIXED_WORD_RX.sub(lambda m: m.group().translate(mixed), text)
+            latin = len(text.encode("ascii", "ignore"))
+            if latin >= 3 * (len(text) - latin):
+                # A Latin-script text: a Cyrillic or Greek letter in it is a disguise,
+                # even as a word of its own ("sed -і").
+                text = text.translate(mixed)
+            else:
+                text = _MIXED_WORD_RX.sub(lambda m: m.group().translate(mixed), text)
     if _AT_HINT_RX.search(text) and _DOT_HINT_RX.search(text):
         text = _ADDRESS_RX.sub(_rewrite_address, text)
     return text
@@ -218,7 +225,8 @@ _SPELLED_MARK_RX = re.compile(r"(?<!\w)\w(?:[.·•*_\-|/]\w(?!\w))+")
 _SPELLED_SPACE_RX = re.compile(r"(?<!\w)\w(?: \w(?!\w))+")
 _SPELL_SEP_RX = re.compile(r"[ .·•*_\-|/]")
 _LEET = bytes.maketrans(b"43105789@$!|", b"aeiostbgasil")
-_LEET_HINT_RX = re.compile(r"[a-z][0134578@$][a-z]|\b[0134578][a-z]{2,}|[a-z]{2,}[0134578]\b")
+# Bounded runs only: "[a-z]{2,}" before a digit would rescan a long word from every letter.
+_LEET_HINT_RX = re.compile(r"[a-z][0134578@$][a-z]|\b[0134578][a-z]{2}|\b[a-z]{2,30}[0134578]\b")
 _ROT13 = bytes.maketrans(
     b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
     b"nopqrstuvwxyzabcdefghijklmNOPQRSTUVWXYZABCDEFGHIJKLM",
