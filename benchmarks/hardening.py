@@ -46,6 +46,12 @@ SUITES = [
     "tests/test_fuzz_text.py",
     "tests/test_fuzz_tools.py",
     "tests/test_fuzz_cli.py",
+    # Security: each attack the tests make is counted (tried, stopped).
+    "tests/test_mcp_http_security.py",
+    "tests/test_file_safety.py",
+    "tests/test_secrets.py",
+    "tests/test_plugins.py",
+    "tests/test_postgres_bounds.py",
 ]
 
 
@@ -130,7 +136,11 @@ def summarise(figures: list[dict[str, Any]]) -> dict[str, Any]:
         lambda: {"runs": 0, "acked": 0, "destroyed": 0, "lost": 0}
     )
     fuzz: dict[str, int] = defaultdict(int)
+    attacks: dict[str, dict[str, int]] = defaultdict(lambda: {"tried": 0, "stopped": 0})
     for row in figures:
+        if row.get("kind") == "attack":
+            attacks[row["category"]]["tried"] += int(row["tried"])
+            attacks[row["category"]]["stopped"] += int(row["stopped"])
         if row.get("kind") == "fault":
             entry = faults[row["fault"]]
             entry["runs"] += int(row.get("calls", 1)) if "calls" in row else 1
@@ -142,6 +152,9 @@ def summarise(figures: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "faults": dict(sorted(faults.items())),
         "fuzz": dict(sorted(fuzz.items())),
+        "attacks": dict(sorted(attacks.items())),
+        "attacks_tried": sum(a["tried"] for a in attacks.values()),
+        "attacks_passed": sum(a["tried"] - a["stopped"] for a in attacks.values()),
         "fault_runs": sum(f["runs"] for f in faults.values()),
         "acked": sum(f["acked"] for f in faults.values()),
         "destroyed": sum(f["destroyed"] for f in faults.values()),
@@ -227,6 +240,21 @@ def render(result: dict[str, Any], summary: dict[str, Any], args: argparse.Names
     ]
     for target, count in summary["fuzz"].items():
         lines.append(f"| {target} | {count:,} |")
+    lines += [
+        "",
+        "## Attacks",
+        "",
+        f"{summary['attacks_tried']:,} attacks tried by the security tests, "
+        f"{summary['attacks_passed']} got through. Each row is a category of the attacks of "
+        "issue 17 made for real: HTTP requests against a running `memstrata mcp` process, "
+        "symlinks and umask 0 against the console script, secrets through `config`, "
+        "plugin folders, pathological queries on PostgreSQL (see docs/security.md).",
+        "",
+        "| attack | tried | stopped |",
+        "|---|---:|---:|",
+    ]
+    for category, a in summary["attacks"].items():
+        lines.append(f"| {category} | {a['tried']:,} | {a['stopped']:,} |")
     if result.get("load"):
         lines += render_load(result["load"], args)
     lines += ["", "## Findings", ""]
@@ -275,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {name}: runs {f['runs']:,}, acknowledged {f['acked']:,}, "
             f"destroyed {f['destroyed']}, lost {f['lost']}"
         )
+    log(f"attacks: {summary['attacks_tried']:,} tried, {summary['attacks_passed']} got through")
     log(f"fuzz: {summary['inputs']:,} inputs")
     for target, count in summary["fuzz"].items():
         log(f"  {target}: {count:,}")
@@ -292,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['errors']} errors"
         )
     load_ok = all(r["lost_writes"] == 0 and not r["errors"] for r in result["load"])
-    return 0 if result["exit_status"] == 0 and summary["lost"] == 0 and load_ok else 1
+    safe = summary["attacks_passed"] == 0
+    return 0 if result["exit_status"] == 0 and summary["lost"] == 0 and load_ok and safe else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Usage:
 
 Each LoCoMo conversation gets a fresh ``HERMES_HOME`` with the plugin written by
 ``memstrata hermes install`` (the real console script). In Hermes 0.19.0's own
-interpreter (scripts/hermes_venv.py: cached venv, or ``MEMSTRATA_HERMES_PYTHON``), the
+interpreter (scripts/hermes_venv.py: cached venv, or ``MEMSTRATA_TEST_HERMES_PYTHON``), the
 harness (``integrations_harness.py``) feeds every turn both to Hermes' ``state.db`` (as
 its agent loop writes a turn) and to the provider through Hermes' ``MemoryManager``
 (``sync_all``; ``commit_session_boundary_async`` between sessions), then asks each

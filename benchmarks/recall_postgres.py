@@ -7,8 +7,10 @@ Usage:
 The PostgreSQL twin of ``benchmarks/recall.py``, reusing its loading and scoring: each
 conversation goes into its own tenant (namespace) of one PostgreSQL database, one store
 session per LoCoMo session and one message per turn, and every question (category 5
-left out) is asked verbatim through ``memstrata.store.postgres.search.search_sessions``. The SQLite
-store answers the same questions in the same run (``fulltext.search_sessions``), each
+left out) is asked verbatim through the public ``PostgresSessionStore.search_sessions``.
+A MADial-Bench folder (``*-memory.jsonl``, ``*-dialogue.jsonl``) is read as
+``recall.py`` reads it. The SQLite store answers the same questions in the same run
+(``SessionStore.search_sessions``), each
 backend with its date evidence, as shipped, and without it, so the figures sit beside a
 baseline measured on the same machine and code.
 
@@ -37,8 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall  # the SQLite benchmark: loading, filling, scoring
 from memstrata.store.postgres import PostgresSessionStore
-from memstrata.store.postgres import search as pg_search
-from memstrata.store.sqlite import fulltext
 from memstrata.store.sqlite.store import SessionStore
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
@@ -71,7 +71,11 @@ def own_schema(dsn: str) -> Iterator[str]:
 
 def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
     """Scores and per-question latencies of PostgreSQL and the two SQLite baselines."""
-    convs = recall.load(path, limit_questions)
+    convs = (
+        recall.load_madial(path, limit_questions)
+        if path.is_dir()
+        else recall.load(path, limit_questions)
+    )
     systems = ("postgres", "postgres (no dates)", "sqlite (shipped)", "sqlite (no dates)")
     scores = {name: recall.Scores() for name in systems}
     times: dict[str, list[float]] = {name: [] for name in systems}
@@ -85,14 +89,10 @@ def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
                 recall.fill(lite, conv)
                 pg.optimize()
                 askers: dict[str, Callable[[str], list[dict[str, Any]]]] = {
-                    "postgres": partial(pg_search.search_sessions, pg, limit=10),
-                    "postgres (no dates)": partial(
-                        pg_search.search_sessions, pg, limit=10, dates=False
-                    ),
-                    "sqlite (shipped)": partial(fulltext.search_sessions, lite, limit=10),
-                    "sqlite (no dates)": partial(
-                        fulltext.search_sessions, lite, limit=10, dates=False
-                    ),
+                    "postgres": partial(pg.search_sessions, limit=10),
+                    "postgres (no dates)": partial(pg.search_sessions, limit=10, dates=False),
+                    "sqlite (shipped)": partial(lite.search_sessions, limit=10),
+                    "sqlite (no dates)": partial(lite.search_sessions, limit=10, dates=False),
                 }
                 for question, category, gold in conv.questions:
                     for name, ask in askers.items():
@@ -124,7 +124,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         commit = "unknown"
     times = result["times"]
     lines = [
-        "# Session recall on PostgreSQL (LoCoMo)\n",
+        f"# Session recall on PostgreSQL ({'MADial-Bench' if args.path.is_dir() else 'LoCoMo'})\n",
         f"Produced by `python benchmarks/recall_postgres.py {args.path.name}"
         f"{' --limit-questions ' + str(args.limit_questions) if args.limit_questions else ''}"
         f"{' --output ' + shown_output(args.output) if args.output else ''}` on "
@@ -135,10 +135,10 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"memstrata commit {commit or 'unknown'} (with local changes); the machine is "
         "shared with other jobs, so latencies are medians and carry that noise.\n",
-        "Systems: `postgres` is `memstrata.store.postgres.search.search_sessions` as shipped (with "
-        "date evidence); `sqlite (shipped)` is `fulltext.search_sessions` as shipped; the "
+        "Systems: `postgres` is `PostgresSessionStore.search_sessions` as shipped (with "
+        "date evidence); `sqlite (shipped)` is `SessionStore.search_sessions` as shipped; the "
         "`(no dates)` rows turn date evidence off (`dates=False`). Speaker and embedding "
-        "evidence are SQLite-only for now and off by default on SQLite too.\n",
+        "evidence are off by default on both backends.\n",
         recall.table(result["scores"]),
         "",
         "Per-question latency (ms), small stores (one conversation each, 19-32 sessions):\n",
@@ -155,7 +155,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print the tables and optionally write them to --output."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("path", type=Path, help="LoCoMo-format JSON file")
+    parser.add_argument("path", type=Path, help="LoCoMo-format JSON file or MADial-Bench folder")
     parser.add_argument(
         "--dsn",
         default=os.environ.get("MEMSTRATA_BENCH_PG_DSN", DEFAULT_DSN),

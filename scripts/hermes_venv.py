@@ -4,7 +4,8 @@ The Hermes integration test and ``benchmarks/integrations.py`` run Hermes in its
 interpreter, as users do: Hermes pins its own dependencies, which must not be mixed into
 the project's environment. The environment is cached per Hermes version under
 ``$XDG_CACHE_HOME/memstrata-tests`` (``~/.cache`` by default), so it is built once per
-machine; ``MEMSTRATA_HERMES_PYTHON`` points at an existing Hermes interpreter instead.
+machine; ``MEMSTRATA_TEST_HERMES_PYTHON`` points at an existing Hermes interpreter
+instead.
 
 Run it directly to build the environment: ``python scripts/hermes_venv.py``.
 """
@@ -33,8 +34,8 @@ def _python_of(folder: Path) -> Path:
 
 
 def find_python() -> Path | None:
-    """Hermes' interpreter if one is ready: ``MEMSTRATA_HERMES_PYTHON`` or the cache."""
-    explicit = os.environ.get("MEMSTRATA_HERMES_PYTHON", "").strip()
+    """Hermes' interpreter if one is ready: ``MEMSTRATA_TEST_HERMES_PYTHON`` or the cache."""
+    explicit = os.environ.get("MEMSTRATA_TEST_HERMES_PYTHON", "").strip()
     if explicit:
         return Path(explicit)
     folder = cache_dir()

@@ -40,6 +40,18 @@ def _probe_postgres() -> str | None:
     return None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """With MEMSTRATA_TEST_HERMES=1 (CI), build the cached Hermes Agent environment
+    before collection, so every Hermes test finds it (scripts/hermes_venv.py)."""
+    from helpers import HERMES_VENV_SCRIPT, hermes_venv
+
+    # A copy of this conftest run from another folder (tests that run pytest on
+    # generated files) has no scripts/ beside it, and needs no Hermes.
+    if os.environ.get("MEMSTRATA_TEST_HERMES") != "1" or not HERMES_VENV_SCRIPT.exists():
+        return
+    hermes_venv().ensure_python()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     marked = [item for item in items if item.get_closest_marker("postgres") is not None]
     if not marked or PG_REQUIRED:
@@ -59,7 +71,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for reason in _pg_unavailable:
         terminalreporter.write_line(
             f"PostgreSQL tests skipped: {reason}. Point MEMSTRATA_TEST_PG_DSN at a server "
-            "(see README, Tests) or set MEMSTRATA_TEST_PG_REQUIRED=1 to fail instead."
+            "(the README says how) or set MEMSTRATA_TEST_PG_REQUIRED=1 to fail instead."
         )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import json
 import os
 from collections import Counter
@@ -18,6 +19,7 @@ from memstrata.config import DEFAULTS, Config
 from memstrata.testing import FakeLLMServer
 
 HARDENING_LOG_ENV = "MEMSTRATA_TEST_HARDENING_LOG"
+HERMES_VENV_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "hermes_venv.py"
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 # Every table holding a tenant's rows, children first.
 _NAMESPACED_TABLES = (
@@ -117,3 +119,12 @@ def call_provider_tool(manager: Any, name: str, args: Any = None) -> dict[str, A
     box = Toolbox()
     box.register_provider_tools(manager)
     return box.call(name, args)
+
+
+def hermes_venv() -> Any:
+    """scripts/hermes_venv.py as a module: find or build the cached Hermes Agent venv."""
+    spec = importlib.util.spec_from_file_location("hermes_venv", HERMES_VENV_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -116,7 +116,6 @@ def test_search_lists_message_hits(seeded: Path) -> None:
 
 def test_export_writes_the_conversation(seeded: Path, tmp_path: Path) -> None:
     """`sessions export` writes JSONL (all sessions, or a conversation) and Markdown."""
-    pytest.importorskip("memstrata.ops.export")
     target = tmp_path / "out.jsonl"
     code, _ = _run("sessions", "export", "Kyoto", "-o", str(target))
     assert code == 0

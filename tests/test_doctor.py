@@ -60,7 +60,7 @@ def test_healthy_home_is_ok(healthy: Path) -> None:
     """A fresh home with a store and memory has no errors or warnings; exit code 0."""
     report = run_doctor(healthy)
     assert report.ok and report.counts()["warning"] == 0
-    assert report.checks == ["config", "session store", "memory", "stale files"]
+    assert report.checks == ["config", "session store", "memory", "stale files", "plugins"]
     code, out = doctor("--json")
     data = json.loads(out)
     assert code == 0 and data["ok"] is True

@@ -16,6 +16,7 @@ from memstrata.prompt.fencing import (
     SYSTEM_NOTE,
     StreamingContextScrubber,
     build_memory_context_block,
+    canonical_fences,
     sanitize_context,
 )
 
@@ -27,7 +28,9 @@ def _ascii_lower(text: str) -> str:
 
 
 def reference_sanitize(text: str) -> str:
-    """The grammar spelled out naively: an unbounded output stack, one character at a time."""
+    """The grammar spelled out naively: an unbounded output stack, one character at a time,
+    after look-alike tags are rewritten to the exact ones."""
+    text = canonical_fences(text)
     stack: list[str] = []
     lowered_stack: list[str] = []
     inside = False

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from helpers import record
+
 BIN = Path(sys.executable).parent
 
 
@@ -103,6 +105,12 @@ def test_the_home_and_everything_in_it_are_private_under_umask_0(tmp_path: Path)
         if mode != ("0700" if (home / name).is_dir() else "0600")
     }
     assert not wrong, wrong
+    record(
+        kind="attack",
+        category="Files under a home created with umask 0, checked 0700/0600",
+        tried=len(found),
+        stopped=len(found) - len(wrong),
+    )
     # The parents created on the way are this user's private folders too.
     assert stat.S_IMODE((tmp_path / "nested").stat().st_mode) == 0o700
 
@@ -164,6 +172,9 @@ def test_export_never_writes_through_a_link(tmp_path: Path) -> None:
     done = memstrata(home, "sessions", "export", "-o", str(dangling))
     assert done.returncode == 1
     assert not (tmp_path / "created-through-link.jsonl").exists()
+    record(
+        kind="attack", category="Exports through a symlink (live or dangling)", tried=4, stopped=4
+    )
 
 
 def test_memory_file_links_are_refused_by_the_cli(tmp_path: Path) -> None:
@@ -183,6 +194,7 @@ def test_memory_file_links_are_refused_by_the_cli(tmp_path: Path) -> None:
     assert stat.S_IMODE(other.stat().st_mode) == 0o644
     shown = memstrata(home, "memory", "show")
     assert "private material" not in shown.stdout
+    record(kind="attack", category="MEMORY.md as a symlink to another file", tried=2, stopped=2)
 
 
 def test_import_never_reads_through_a_link(tmp_path: Path) -> None:
@@ -213,3 +225,4 @@ def test_import_never_reads_through_a_link(tmp_path: Path) -> None:
     done = memstrata(tmp_path / "home2", "import", str(export))
     assert done.returncode != 0 or "symlink" in done.stdout
     assert str(jsonl) in done.stdout + done.stderr
+    record(kind="attack", category="Imports carrying a symlink", tried=2, stopped=2)

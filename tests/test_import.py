@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import hermes_venv
 from memstrata.cli import cli
 from memstrata.errors import ImportDataError
 from memstrata.memory.files import FileMemory
@@ -30,6 +31,10 @@ OPENAI = DATA / "openai_conversations.jsonl"
 HERMES_PYTHON = os.environ.get("MEMSTRATA_TEST_HERMES_PYTHON") or os.environ.get(
     "MEMSTRATA_HERMES_PYTHON"
 )
+if not HERMES_PYTHON:
+    # The Hermes environment the integration tests cache (scripts/hermes_venv.py), if built.
+    _found = hermes_venv().find_python()
+    HERMES_PYTHON = str(_found) if _found else None
 
 
 @pytest.fixture

@@ -65,14 +65,14 @@ def mstore(tmp_path: Path) -> Iterator[SessionStore]:
         yield store
 
 
-def _both(tmp_path: Path, store: SessionStore, sid: str) -> tuple[MemstrataSession, Any]:
+def _both(tmp_path: Path, store: Any, sid: str) -> tuple[MemstrataSession, Any]:
     return MemstrataSession(sid, store), SQLiteSession(sid, str(tmp_path / "sdk.db"))
 
 
-def test_items_round_trip_like_the_sdk_sqlite_session(tmp_path: Path, mstore: SessionStore) -> None:
+def test_items_round_trip_like_the_sdk_sqlite_session(tmp_path: Path, store: Any) -> None:
     """get_items/limit, pop_item and clear_session give what the SDK's SQLiteSession
-    gives for the same calls, item for item."""
-    ours, sdk = _both(tmp_path, mstore, "conv-1")
+    gives for the same calls, item for item (on SQLite and on PostgreSQL)."""
+    ours, sdk = _both(tmp_path, store, "conv-1")
 
     async def run() -> list[Any]:
         seen: list[Any] = []

@@ -464,8 +464,9 @@ def test_malformed_dsn_is_refused() -> None:
 def test_two_http_servers_on_one_dsn(memstrata_home: Path) -> None:
     """`--dsn` serves memory and sessions from PostgreSQL, scoped to the namespace, and
     two server processes on that DSN share them: no acknowledged write is lost."""
-    postgres = pytest.importorskip("memstrata.store.postgres")
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
     from memstrata.config import Config
+    from memstrata.store import postgres
 
     namespace = f"mcp_{uuid.uuid4().hex[:10]}"
     config = Config.load(memstrata_home)

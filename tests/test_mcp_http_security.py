@@ -26,6 +26,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
+from helpers import record
 from memstrata.mcp.guard import Policy, allowed_hosts, is_loopback
 
 BIN = Path(sys.executable).parent
@@ -194,6 +195,12 @@ def test_rebinding_and_cross_origin_requests_are_refused_on_every_bind(
         response = server.post({**auth, **headers})
         assert response.status_code == 403, (case, response.status_code, response.text)
         assert "fix" in response.json(), case
+    record(
+        kind="attack",
+        category=f"MCP HTTP: DNS rebinding and cross-origin requests on {host}",
+        tried=len(refused),
+        stopped=len(refused),
+    )
 
 
 def test_a_non_loopback_bind_needs_the_token_on_every_request(
@@ -203,17 +210,24 @@ def test_a_non_loopback_bind_needs_the_token_on_every_request(
     token `memstrata mcp token` printed is served."""
     token = token_of(memstrata_home)
     server = start(serve, memstrata_home, "0.0.0.0")
-    for headers in (
+    bad = (
         {},
         {"Authorization": "Bearer " + "x" * len(token)},
         {"Authorization": f"Basic {token}"},
         {"Authorization": f"Bearer {token[:-1]}"},
         {"Authorization": "Bearer"},
-    ):
+    )
+    for headers in bad:
         response = server.post(headers)
         assert response.status_code == 401, (headers, response.text)
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert "memstrata mcp token" in response.json()["fix"]
+    record(
+        kind="attack",
+        category="MCP HTTP on 0.0.0.0: requests without the right bearer token",
+        tried=len(bad),
+        stopped=len(bad),
+    )
     assert server.post({"Authorization": f"Bearer {token}"}).status_code == 200
 
 

@@ -57,3 +57,15 @@ def test_required_server_fails_instead_of_skipping(tmp_path: Path) -> None:
 def test_ci_requires_the_server() -> None:
     script = (TESTS.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "export MEMSTRATA_TEST_PG_REQUIRED=1" in script
+
+
+def test_no_test_prints_into_the_progress_output() -> None:
+    """Figures go to record_property or the hardening log: a print with capture
+    disabled lands in the middle of pytest's dots."""
+    offenders = [
+        path.name
+        for path in TESTS.glob("test_*.py")
+        if "capsys.disabled(" in path.read_text(encoding="utf-8")
+        and path.name != "test_pg_skip.py"
+    ]
+    assert offenders == []

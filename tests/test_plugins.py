@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helpers import call_provider_tool
+from helpers import call_provider_tool, record
 from memstrata.cli import cli
 from memstrata.config import Config
 from memstrata.errors import ProviderError
@@ -265,3 +265,117 @@ def test_documented_scrubber_example_runs() -> None:
     """The streaming example in docs/providers.md does what it says."""
     marker = "## Fencing"
     exec(compile(_doc_block(marker), str(DOCS), "exec"), {})
+
+
+# -- security: a plugin runs only when it can win, and only from a private home ---------
+
+SIDE_EFFECT = """
+import pathlib
+pathlib.Path({marker!r}).write_text("ran")
+"""
+
+
+def test_a_plugin_losing_its_name_is_never_imported(
+    site: Path, memstrata_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose declared names are all taken (bundled `facts`, an entry point, an
+    earlier folder) is skipped before its code runs, and reported; a folder with a free
+    name still loads."""
+    install_distribution(
+        site,
+        "memstrata_taken_ep",
+        {"taken": "memstrata_taken_ep:ToyProvider"},
+        provider_source("taken", "entry-point"),
+    )
+    markers = {name: tmp_path / f"{name}.ran" for name in ("facts", "taken", "twice", "free")}
+    user_plugin(
+        memstrata_home,
+        "a_facts",
+        SIDE_EFFECT.format(marker=str(markers["facts"])) + provider_source("facts", "user"),
+    )
+    user_plugin(
+        memstrata_home,
+        "b_taken",
+        SIDE_EFFECT.format(marker=str(markers["taken"])) + provider_source("taken", "user"),
+    )
+    user_plugin(memstrata_home, "c_first", provider_source("twice", "first"))
+    user_plugin(
+        memstrata_home,
+        "d_second",
+        SIDE_EFFECT.format(marker=str(markers["twice"])) + provider_source("twice", "second"),
+    )
+    user_plugin(
+        memstrata_home,
+        "e_free",
+        SIDE_EFFECT.format(marker=str(markers["free"])) + provider_source("freshname", "user"),
+    )
+    found = discover_providers()
+    load_provider("freshname")
+    assert not markers["facts"].exists()
+    assert not markers["taken"].exists()
+    assert not markers["twice"].exists()
+    assert markers["free"].exists()
+    assert found["twice"].source.endswith("c_first")
+    problems = plugins.plugin_problems(memstrata_home)
+    assert any("a_facts" in p and "'facts'" in p and "not loaded" in p for p in problems)
+    assert any("b_taken" in p for p in problems) and any("d_second" in p for p in problems)
+    assert not any("e_free" in p for p in problems)
+    sys.modules.pop("memstrata_taken_ep", None)
+    record(kind="attack", category="Plugins losing a name clash (never run)", tried=3, stopped=3)
+
+
+def test_declared_names_are_read_without_running_the_plugin(tmp_path: Path) -> None:
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "__init__.py").write_text(
+        "raise SystemExit('must not run')\n"
+        "class A:\n    name = 'alpha'\n"
+        "def register(registry):\n    registry.register_memory_provider(A, name='beta')\n"
+    )
+    assert plugins.declared_names(folder) == ["alpha", "beta"]
+    (folder / "__init__.py").write_text("x = 1\n")
+    assert plugins.declared_names(folder) == ["toy"]
+
+
+@pytest.mark.parametrize("where", ["home", "plugins", "folder", "file"])
+def test_plugins_in_a_home_writable_by_others_are_not_loaded(
+    where: str, memstrata_home: Path, tmp_path: Path
+) -> None:
+    """Group- or world-writable home, plugins folder, plugin folder or file: no plugin
+    runs, `plugins list` shows why, and `doctor` reports it as an error with the chmod."""
+    marker = tmp_path / "ran"
+    folder = user_plugin(
+        memstrata_home,
+        "toy",
+        SIDE_EFFECT.format(marker=str(marker)) + provider_source("toyname", "user"),
+    )
+    target = {
+        "home": memstrata_home,
+        "plugins": memstrata_home / "plugins",
+        "folder": folder,
+        "file": folder / "__init__.py",
+    }[where]
+    target.chmod(target.stat().st_mode | 0o022)
+    found = discover_providers()
+    assert not marker.exists()
+    assert found["toy"].factory is None and "other users" in (found["toy"].error or "")
+    with pytest.raises(ProviderError, match="other users"):
+        load_provider("toy")
+    result = CliRunner().invoke(cli, ["doctor", "--json"])
+    findings = json.loads(result.output)["findings"]
+    unsafe = [f for f in findings if f["code"] == "plugin_unsafe"]
+    assert unsafe and unsafe[0]["severity"] == "error"
+    assert unsafe[0]["fix"] == f"chmod go-w {target}"
+    record(kind="attack", category="Plugins in a home writable by others", tried=1, stopped=1)
+    target.chmod(target.stat().st_mode & ~0o022)
+    assert load_provider("toyname", Config.load()).prefetch("q", session_id="s") == "user recalls q"
+    assert marker.exists()
+
+
+def test_doctor_reports_a_shadowed_plugin(memstrata_home: Path) -> None:
+    user_plugin(memstrata_home, "myfacts", provider_source("facts", "user"))
+    result = CliRunner().invoke(cli, ["doctor", "--json"])
+    findings = json.loads(result.output)["findings"]
+    shadowed = [f for f in findings if f["code"] == "plugin_shadowed"]
+    assert shadowed and "myfacts" in shadowed[0]["message"]
+    assert "'facts'" in shadowed[0]["message"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import PG_DSN
+from helpers import PG_DSN, record
 from memstrata.compress.prompt import redact_secrets
 from memstrata.memory.files import FileMemory
 from memstrata.scanner.redaction import (
@@ -75,6 +75,7 @@ def test_every_secret_form_is_redacted(text: str, secret: str) -> None:
         assert "REDACTED" in redacted
     as_json = json.dumps({"note": text})
     assert secret not in json.dumps(redact_data(json.loads(as_json)))
+    record(kind="attack", category="Secret forms redacted in text and JSON", tried=1, stopped=1)
 
 
 def test_counts_and_ordinary_words_are_kept() -> None:
@@ -162,6 +163,12 @@ def test_config_set_and_show_never_print_a_secret(tmp_path: Path) -> None:
     assert shown["llm"]["api_key"] == MASK
     assert shown["mem0"]["qdrant_api_key"] == MASK
     assert shown["store"]["dsn"] == f"postgresql://alice:{MASK}@db.internal:5432/mem"
+    record(
+        kind="attack",
+        category="Secrets through config set / show / show --json",
+        tried=3 * len(settings),
+        stopped=3 * len(settings),
+    )
     # The file itself keeps the real values: redaction is for display only.
     assert API_KEY in (home / "config.toml").read_text()
 

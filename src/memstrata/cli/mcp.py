@@ -70,8 +70,8 @@ def mcp_command(
     if ctx.invoked_subcommand is not None:
         if (transport, host, port, dsn, namespace) != ("stdio", None, None, None, None):
             raise click.UsageError(
-                f"Server options go before nothing else: `memstrata mcp {ctx.invoked_subcommand}` "
-                "takes its own options only."
+                f"`memstrata mcp {ctx.invoked_subcommand}` takes no server options "
+                "(--transport, --host, --port, --dsn, --namespace): drop them."
             )
         return
     from memstrata.mcp.server import require_mcp, run

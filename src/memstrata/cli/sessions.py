@@ -207,6 +207,11 @@ def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | 
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
 @click.option("--offset", default=0, type=click.IntRange(min=0))
 @click.option("--all", "include_inactive", is_flag=True, help="Include rewound messages.")
+@click.option(
+    "--include-tool-traffic",
+    is_flag=True,
+    help="Also match session_search calls and results (left out: they quote what they found).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
 def sessions_search(
     query: str,
@@ -218,6 +223,7 @@ def sessions_search(
     limit: int,
     offset: int,
     include_inactive: bool,
+    include_tool_traffic: bool,
     as_json: bool,
 ) -> None:
     """Search every stored message; one row per matching message, best first.
@@ -243,6 +249,7 @@ def sessions_search(
             limit=limit,
             offset=offset,
             include_inactive=include_inactive,
+            include_tool_traffic=include_tool_traffic,
         )
         short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
     if as_json:
@@ -465,9 +472,10 @@ def sessions_reindex(as_json: bool) -> None:
 def sessions_embed(limit: int | None, as_json: bool) -> None:
     """Compute the vectors hybrid recall uses for messages and facts that have none yet.
 
-    Uses the embedder `search.embedder` names ("minilm" offline, or "openai" for
-    llm.embedding_model). Writes never compute vectors, so run this after imports or on a
-    schedule; an interrupted run keeps what it wrote and the next one continues. The
+    Uses the embedder `search.embedder` names ("minilm" offline for English, "e5" offline
+    for Chinese and other languages, or "openai" for llm.embedding_model). Writes never
+    compute vectors, so run this after imports or on a schedule; an interrupted run
+    keeps what it wrote and the next one continues. The
     facts of the `facts` provider (facts.db) are embedded too when the file exists.
 
     \b
@@ -483,7 +491,8 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
     if embedder is None:
         raise click.ClickException(
             "No embedder is configured: set one with `memstrata config set search.embedder "
-            "minilm` (offline) or `openai` (llm.embedding_model); see `memstrata help recall`."
+            "minilm` (offline, English), `e5` (offline, multilingual) or `openai` "
+            "(llm.embedding_model); see `memstrata help recall`."
         )
     with open_store(config) as store:
         pending = pending_count(store, embedder.name)

@@ -125,8 +125,9 @@ class MemstrataSession:
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items in order; with ``limit`` (or the settings' limit) the latest N."""
-        if limit is None and self.session_settings is not None:
-            limit = getattr(self.session_settings, "limit", None)
+        settings = self.session_settings
+        if limit is None and settings is not None:
+            limit = settings.get("limit") if isinstance(settings, Mapping) else settings.limit
         return await asyncio.to_thread(self._get_items, limit)
 
     async def add_items(self, items: list[Any]) -> None:

@@ -8,14 +8,19 @@ instead. Batch errors name the operation and end with :data:`BATCH_SUFFIX`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from memstrata.errors import InvalidMemoryArgument, ThreatDetectedError
+from memstrata.errors import InvalidMemoryArgument, MemoryFullError, ThreatDetectedError
 from memstrata.memory.format import Target, has_separator_line
 from memstrata.scanner import scan as scanner
 
 BATCH_SUFFIX = " No operations were applied (batch is all-or-nothing)."
+# No entry is longer than this, whatever the budget: the size is checked before the
+# threat scanner reads a character, so an oversized write is refused at once.
+MAX_ENTRY_CHARS = 65_536
+_SURROGATE_RX = re.compile("[\ud800-\udfff]")
 ACTIONS = ("add", "replace", "remove")
 
 
@@ -43,16 +48,22 @@ def check_target(target: object) -> Target:
     raise InvalidMemoryArgument(f"Invalid target {target!r}. Use 'memory' or 'user'.")
 
 
-def clean_content(content: object, empty_message: str) -> str:
-    """Entry text as it will be stored: ``\\n`` line endings, stripped, one entry."""
+def clean_content(content: object, empty_message: str, *, max_chars: int | None = None) -> str:
+    """Entry text as it will be stored: ``\\n`` line endings, stripped, one entry.
+
+    The length is checked first (against ``max_chars``, the target's budget, when given,
+    and always against :data:`MAX_ENTRY_CHARS`), before any other work and before the
+    threat scanner runs.
+    """
     if not isinstance(content, str):
         raise InvalidMemoryArgument(f"content must be a string, got {type(content).__name__}.")
+    check_size(content.strip(), max_chars)
     # Line endings are stored as "\n": a file is split after folding "\r\n", so an
     # entry keeping "\r\n" would read back different from what was written.
     text = content.replace("\r\n", "\n").strip()
     if not text:
         raise InvalidMemoryArgument(empty_message)
-    if not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text):
+    if not text.isascii() and _SURROGATE_RX.search(text):
         # A lone surrogate (JSON "\ud800") cannot be written as UTF-8.
         raise InvalidMemoryArgument(
             "Content holds an unpaired UTF-16 surrogate, which is not valid text. Resend "
@@ -65,6 +76,26 @@ def clean_content(content: object, empty_message: str) -> str:
             "or one apply_batch) or drop that line, then retry."
         )
     return text
+
+
+def check_size(text: str, max_chars: int | None = None) -> None:
+    """Refuse an entry longer than the budget ``max_chars`` or :data:`MAX_ENTRY_CHARS`.
+
+    :class:`MemoryFullError` when the target's budget is what it exceeds (the entry could
+    never fit), :class:`InvalidMemoryArgument` past the absolute entry limit.
+    """
+    if max_chars is not None and max_chars <= MAX_ENTRY_CHARS and len(text) > max_chars:
+        raise MemoryFullError(
+            f"This entry alone is {len(text):,} chars, longer than the whole "
+            f"{max_chars:,}-char limit of this target, so it was refused unread. Shorten "
+            "it to the essential fact (a sentence or two), or split it into several entries."
+        )
+    if len(text) > MAX_ENTRY_CHARS:
+        raise InvalidMemoryArgument(
+            f"Content is {len(text):,} characters, more than the entry limit "
+            f"({MAX_ENTRY_CHARS:,}), so it was refused unread. Save a short summary of the "
+            "fact instead (a sentence or two), or split it into several entries."
+        )
 
 
 def clean_old_text(old_text: object) -> str:
@@ -100,8 +131,11 @@ def scan_content(text: str, op: BatchOp | None = None) -> None:
         raise ThreatDetectedError(message, patterns=[f.pattern_id for f in findings])
 
 
-def validate_batch(operations: object) -> list[BatchOp]:
-    """Check every operation, then scan every content, before the file is touched."""
+def validate_batch(operations: object, *, max_chars: int | None = None) -> list[BatchOp]:
+    """Check every operation, then scan every content, before the file is touched.
+
+    ``max_chars`` is the target's budget: a content longer than it is refused before
+    anything is scanned."""
     if isinstance(operations, str | bytes) or not isinstance(operations, Sequence):
         raise InvalidMemoryArgument(
             'operations must be a list of objects like {"action": "add", "content": "..."}.'
@@ -129,6 +163,7 @@ def validate_batch(operations: object) -> list[BatchOp]:
                     "content is required."
                     if action == "add"
                     else "content is required (use action='remove' to delete).",
+                    max_chars=max_chars,
                 )
             if action in ("replace", "remove"):
                 old = clean_old_text(raw.get("old_text") or "")

@@ -404,7 +404,7 @@ class CuratedMemoryBase(abc.ABC):
         Raises :class:`MemoryFullError` when the budget would be exceeded.
         """
         target = check_target(target)
-        text = clean_content(content, "Content cannot be empty.")
+        text = clean_content(content, "Content cannot be empty.", max_chars=self.limit(target))
         scan_content(text)
 
         def change(current: Current) -> EntryChange:
@@ -437,7 +437,11 @@ class CuratedMemoryBase(abc.ABC):
         """
         target = check_target(target)
         old = clean_old_text(old_text)
-        text = clean_content(content, "content cannot be empty. Use 'remove' to delete entries.")
+        text = clean_content(
+            content,
+            "content cannot be empty. Use 'remove' to delete entries.",
+            max_chars=self.limit(target),
+        )
         scan_content(text)
 
         def change(current: Current) -> EntryChange:
@@ -484,7 +488,7 @@ class CuratedMemoryBase(abc.ABC):
         match cannot wipe it (remove entries one at a time to clear it deliberately).
         """
         target = check_target(target)
-        ops = validate_batch(operations)
+        ops = validate_batch(operations, max_chars=self.limit(target))
 
         def change(current: Current) -> EntryChange:
             working = list(current.entries)

@@ -457,6 +457,25 @@ def _check_files(home: Path, report: DoctorReport) -> None:
             continue
 
 
+def _check_plugins(home: Path, report: DoctorReport) -> None:
+    """User plugins left unloaded: writable by others (anyone could run code as this
+    user through them) or losing every name they declare (they never ran)."""
+    from memstrata.providers.plugins import plugin_problems
+
+    report.checks.append("plugins")
+    for problem in plugin_problems(home):
+        unsafe = "can be written by other users" in problem or "belongs to uid" in problem
+        fix = problem.rsplit(": ", 1)[-1] if unsafe else None
+        report.findings.append(
+            Finding(
+                "plugin_unsafe" if unsafe else "plugin_shadowed",
+                "error" if unsafe else "warning",
+                problem,
+                fix=fix if fix and fix.startswith(("chmod", "chown")) else None,
+            )
+        )
+
+
 def run_doctor(home: Path | None = None) -> DoctorReport:
     """Run every check on ``home`` (default: ``$MEMSTRATA_HOME``); nothing is changed."""
     root = Path(home) if home is not None else memstrata_home()
@@ -476,6 +495,7 @@ def run_doctor(home: Path | None = None) -> DoctorReport:
     _check_store(config, report)
     _check_memory(config, report)
     _check_files(root, report)
+    _check_plugins(root, report)
     order = {s: i for i, s in enumerate(SEVERITIES)}
     report.findings.sort(key=lambda f: order[f.severity])
     return report

@@ -147,6 +147,8 @@ def _query_hits(
             limit=_PAGE,
             offset=offset,
             include_inactive=True,  # rewound rows are still stored and indexed
+            # A session_search result quotes what it found: it must go with the rest.
+            include_tool_traffic=True,
         )
         ids += [int(h["id"]) for h in hits]
         if max_messages is not None and len(set(ids)) > max_messages:

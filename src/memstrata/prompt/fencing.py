@@ -17,6 +17,13 @@ The grammar, one set of rules for both (ASCII case is ignored everywhere):
 * a span that is still open at the end of the text is dropped to the end: a fence's content
   is recalled memory, never the model's answer, so showing half of it is the worse failure.
 
+**Look-alikes first.** Before the grammar runs, every look-alike of a fence tag is
+rewritten to the exact tag (:func:`canonical_fences`): spaces around the brackets or the
+slash (``</memory-context >``, ``< /memory-context>``), an attribute, any case, full-width
+or other look-alike brackets and letters, U+2010/U+2011 or other dashes, and zero-width or
+other ignorable characters anywhere inside. It uses the threat scanner's normalisation,
+so what the scanner refuses at write time and what the scrubber removes are the same set.
+
 Because removal happens on the output stack, text around a removed span can never join
 into a new tag (``<memory-`` + fence + ``context>`` is itself a fence), so the result never
 contains a pattern and sanitising twice changes nothing. The streaming scrubber runs
@@ -28,6 +35,14 @@ from __future__ import annotations
 
 import logging
 from typing import Final
+
+from memstrata.scanner.fence_tags import (
+    CLOSE_BRACKETS,
+    MAX_TAG_CHARS,
+    OPEN_BRACKETS,
+    could_start_tag,
+    lookalike_tag_rx,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +91,41 @@ def _first_start(text: str, begin: int) -> int:
     return found
 
 
+# -- look-alike tags -------------------------------------------------------------------
+
+
+def canonical_fences(text: str) -> str:
+    """``text`` with every look-alike of a fence tag replaced by the exact tag."""
+    if not any(b in text for b in OPEN_BRACKETS):
+        return text
+    return lookalike_tag_rx().sub(lambda m: CLOSE_TAG if m.group(1) else OPEN_TAG, text)
+
+
+def _safe_cut(data: str) -> int:
+    """How much of ``data`` can be canonicalised now: no tag that later text could
+    complete starts before the returned index."""
+    last_end = max(max(data.rfind(c) for c in CLOSE_BRACKETS), data.rfind("\n")) + 1
+    cut = len(data)
+    for bracket in OPEN_BRACKETS:
+        pos = data.find(bracket, last_end)
+        while pos != -1 and pos < cut:
+            if could_start_tag(data, pos + 1):
+                cut = pos
+                break
+            pos = data.find(bracket, pos + 1)
+    if len(data) - cut > MAX_TAG_CHARS:
+        # Too long to be a tag by now: hold at most MAX_TAG_CHARS, from a live bracket.
+        return _safe_cut_from(data, len(data) - MAX_TAG_CHARS)
+    return cut
+
+
+def _safe_cut_from(data: str, floor: int) -> int:
+    starts = [
+        i for b in OPEN_BRACKETS if (i := data.find(b, floor)) >= 0 and could_start_tag(data, i + 1)
+    ]
+    return min(starts) if starts else len(data)
+
+
 # Parse states of the held tail: (pattern index, characters of it matched) -> the lowest
 # stack position from which the tail reads as a chain of unfinished pattern beginnings.
 _States = dict[tuple[int, int], int]
@@ -103,6 +153,7 @@ class StreamingContextScrubber:
     def reset(self) -> None:
         """Forget everything held back, without emitting it."""
         self._reset_held(0)
+        self._raw = ""  # text not yet canonicalised: it may still become a look-alike tag
         self._inside = False  # within an open fence, looking for the close tag
         self._inside_tail = ""  # last len(CLOSE_TAG) - 1 lowered characters seen inside
 
@@ -113,6 +164,12 @@ class StreamingContextScrubber:
 
     def feed(self, chunk: str) -> str:
         """Consume ``chunk``; return the text that can no longer turn into a fence."""
+        data = self._raw + chunk
+        cut = _safe_cut(data)
+        self._raw = data[cut:]
+        return self._feed_canonical(canonical_fences(data[:cut]))
+
+    def _feed_canonical(self, chunk: str) -> str:
         out: list[str] = []
         low = _lower(chunk)
         pos = 0
@@ -136,7 +193,8 @@ class StreamingContextScrubber:
 
     def flush(self) -> str:
         """End the stream: return the held text (an unclosed fence is dropped) and reset."""
-        rest = "".join(self._held)
+        last = self._feed_canonical(canonical_fences(self._raw))
+        rest = last + "".join(self._held)
         self.reset()
         return rest
 
@@ -226,6 +284,7 @@ def sanitize_context(text: str) -> str:
     never contains a fence tag. Apply it to any text that may have seen a fenced prompt
     before it is stored or shown.
     """
+    text = canonical_fences(text)
     low = _lower(text)
     # The first removal is always of a pattern present in the input as typed, so text
     # holding none of them comes back unchanged without running the machine.
@@ -248,7 +307,9 @@ def build_memory_context_block(raw: str) -> str:
     """
     if not raw or not raw.strip():
         return ""
-    cleaned = sanitize_context(raw)
+    # Line by line: a malformed item (an unclosed open tag) loses the rest of its own
+    # line only, never the items recalled after it.
+    cleaned = "\n".join(sanitize_context(line) for line in raw.split("\n"))
     if cleaned != raw:
         logger.warning(
             "Recalled memory contained memory-context fence markup; it was removed "

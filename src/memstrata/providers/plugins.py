@@ -15,16 +15,28 @@ The shadowed sources are still listed by ``memstrata plugins list``.
 
 Discovery never crashes on a broken plugin: it is listed with its error, and
 :func:`load_provider` raises :class:`~memstrata.errors.ProviderError` with that error.
+
+A plugin's code runs only when it can win. Its names are read from its source first
+(:func:`declared_names`: ``name = "..."`` on a provider class, ``name="..."`` passed to
+``register_memory_provider``, else the folder name), without importing it; a folder
+whose every name is taken by a bundled provider, an entry point or an earlier folder is
+skipped unimported and reported. So are all user plugins when the home, the
+``plugins`` folder or a plugin's files can be written by other users (or belong to
+another user): anyone who could write there could run code as this user.
+:func:`plugin_problems` lists both, for ``memstrata doctor`` and ``plugins list``.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -169,14 +181,114 @@ def _entry_points() -> list[ProviderInfo]:
     return found
 
 
-def _user_plugins(home: Path) -> list[ProviderInfo]:
+def declared_names(folder: Path) -> list[str]:
+    """The provider names ``folder/__init__.py`` declares, read without running it.
+
+    ``name = "..."`` in a class body and ``name="..."`` passed to
+    ``register_memory_provider``/``add``; the folder name when it declares none.
+    A file that does not parse yields the folder name (importing it reports the error).
+    """
+    try:
+        tree = ast.parse((folder / "__init__.py").read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return [folder.name]
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                value = _assigned_literal(item, "name")
+                if value:
+                    names.append(value)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("register_memory_provider", "add"):
+                for keyword in node.keywords:
+                    given = keyword.value
+                    if (
+                        keyword.arg == "name"
+                        and isinstance(given, ast.Constant)
+                        and isinstance(given.value, str)
+                        and given.value
+                    ):
+                        names.append(given.value)
+    return list(dict.fromkeys(names)) or [folder.name]
+
+
+def _assigned_literal(node: ast.stmt, target: str) -> str | None:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        name, value = node.targets[0], node.value
+    elif isinstance(node, ast.AnnAssign) and node.value is not None:
+        name, value = node.target, node.value
+    else:
+        return None
+    if isinstance(name, ast.Name) and name.id == target and isinstance(value, ast.Constant):
+        return value.value if isinstance(value.value, str) and value.value else None
+    return None
+
+
+def writable_by_others(home: Path) -> list[str]:
+    """Why the user plugins of ``home`` must not be loaded: each path on the way to
+    their code (the home, ``plugins/``, each plugin folder and file) that another user
+    could write, with the fix. Empty when they are safe to load."""
+    root = home / PLUGINS_DIRNAME
+    paths = [home, root]
+    if root.is_dir():
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            paths += [folder, *sorted(folder.glob("*.py"))]
+    problems: list[str] = []
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    for path in paths:
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o022:
+            problems.append(
+                f"{path} can be written by other users (mode {mode:04o}): chmod go-w {path}"
+            )
+        elif me is not None and info.st_uid not in (me, 0):
+            problems.append(
+                f"{path} belongs to uid {info.st_uid}, not this user (uid {me}): chown {me} {path}"
+            )
+    return problems
+
+
+def _user_plugins(home: Path, taken: set[str] | None = None) -> list[ProviderInfo]:
     root = home / PLUGINS_DIRNAME
     if not root.is_dir():
         return []
+    unsafe = writable_by_others(home)
+    if unsafe:
+        logger.warning("User plugins in %s not loaded: %s", root, "; ".join(unsafe))
+        return [
+            ProviderInfo(
+                folder.name,
+                "user",
+                None,
+                "not loaded, because " + "; ".join(unsafe),
+                str(folder),
+            )
+            for folder in sorted(p for p in root.iterdir() if p.is_dir())
+            if not folder.name.startswith((".", "_")) and (folder / "__init__.py").is_file()
+        ]
+    taken = set(taken or ())
     found: list[ProviderInfo] = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         init = folder / "__init__.py"
         if folder.name.startswith((".", "_")) or not init.is_file():
+            continue
+        names = declared_names(folder)
+        if all(name in taken for name in names):
+            # Read, not run: a plugin that cannot win a name never executes.
+            error = (
+                f"not loaded: its name{'s' if len(names) > 1 else ''} "
+                f"{', '.join(repr(n) for n in names)} "
+                f"{'are' if len(names) > 1 else 'is'} already taken (bundled, entry point "
+                "or an earlier plugin folder); rename it to use it"
+            )
+            found += [ProviderInfo(name, "user", None, error, str(folder)) for name in names]
             continue
         try:
             module = _load_module(folder)
@@ -192,6 +304,7 @@ def _user_plugins(home: Path) -> list[ProviderInfo]:
             found.append(ProviderInfo(folder.name, "user", None, error, str(folder)))
         for name, factory in factories.items():
             found.append(ProviderInfo(name, "user", factory, None, str(folder)))
+            taken.add(name)
     return found
 
 
@@ -250,7 +363,8 @@ def discover_providers(home: Path | None = None) -> dict[str, ProviderInfo]:
     """
     home = home if home is not None else memstrata_home()
     result: dict[str, ProviderInfo] = {}
-    for info in [*_bundled(), *_entry_points(), *_user_plugins(home)]:
+    known = [*_bundled(), *_entry_points()]
+    for info in [*known, *_user_plugins(home, {i.name for i in known})]:
         winner = result.get(info.name)
         if winner is None:
             result[info.name] = info
@@ -271,6 +385,19 @@ def discover_providers(home: Path | None = None) -> dict[str, ProviderInfo]:
             (*winner.shadowed, info.origin),
         )
     return result
+
+
+def plugin_problems(home: Path | None = None) -> list[str]:
+    """User plugins that were not loaded and why (writable by others, names taken)."""
+    home = home if home is not None else memstrata_home()
+    if not (home / PLUGINS_DIRNAME).is_dir():
+        return []
+    known = {i.name for i in [*_bundled(), *_entry_points()]}
+    return [
+        f"{info.source}: {info.error}"
+        for info in _user_plugins(home, known)
+        if info.error is not None and info.error.startswith("not loaded")
+    ]
 
 
 def load_provider(name: str, config: Config | None = None) -> MemoryProvider:

@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DAY_MARGIN", "DateWindow", "find_dates", "month_spans", "spans_of", "strip_dates"]
+__all__ = [
+    "DAY_MARGIN",
+    "DateWindow",
+    "day_spans",
+    "find_dates",
+    "month_spans",
+    "spans_of",
+    "strip_dates",
+]
 
 DAY_MARGIN = timedelta(days=1)
 
@@ -69,13 +77,15 @@ _FORMS: list[tuple[str, re.Pattern[str]]] = [
 class DateWindow:
     """A span of time named by a question: ``start <= t < end`` (Unix seconds).
 
-    ``month`` set (and ``start``/``end`` None) means "that month of any year".
+    ``month`` set (and ``start``/``end`` None) means "that month of any year"; ``month``
+    and ``day`` set, "that day of any year" (``5月2日``, ``圣诞节``).
     """
 
     text: str
     start: float | None = None
     end: float | None = None
     month: int | None = None
+    day: int | None = None
     # Written as digits (2023-07-07, 2023年7月7日): such a string is also searched as
     # text, since logs and notes quote dates that way.
     literal: bool = False
@@ -84,6 +94,9 @@ class DateWindow:
         """True when ``timestamp`` falls inside the window."""
         if self.month is not None:
             moment = datetime.fromtimestamp(timestamp)
+            if self.day is not None:
+                near = (moment - DAY_MARGIN, moment, moment + DAY_MARGIN)
+                return any((d.month, d.day) == (self.month, self.day) for d in near)
             # The margin applies to a bare month too: the 1st at 00:30 may be the 31st.
             return self.month in {
                 (moment - DAY_MARGIN).month,
@@ -133,16 +146,24 @@ def _window(kind: str, match: re.Match[str]) -> DateWindow | None:
         return None
 
 
-def find_dates(text: str) -> list[DateWindow]:
+def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     """The calendar dates named in ``text``, each once, in the order found.
 
     Recognised: ``7 July, 2023``, ``July 7th 2023``, ``2023-07-07``, ``2023年7月7日``,
     ``July 2023``, ``2023年7月``, ``in July``, ``in 2023`` and ``between August 11 and
-    August 15 2023``. Anything else (relative
-    dates such as "last week") is left to the keyword search.
+    August 15 2023``; in Chinese also a day or month of no year (``5月2日``, ``5月2号``,
+    ``五月``), fixed-date holidays (``圣诞节``, ``元旦``, ``国庆节``…), and dates relative to
+    ``now`` (default: the local time): ``去年圣诞节``, ``今年5月``, ``上周二``, ``这周五``,
+    ``昨天``, ``前天``, ``上个月``, ``去年``. English relative dates ("last week") are left
+    to the keyword search.
     """
+    from memstrata.query.dates_zh import chinese_dates  # it builds on this module's windows
+
     found: list[DateWindow] = []
     taken: list[tuple[int, int]] = []
+    for named, start, end in chinese_dates(text, now or datetime.now()):
+        found.append(named)
+        taken.append((start, end))
     for kind, pattern in _FORMS:
         for match in pattern.finditer(text):
             if any(match.start() < end and start < match.end() for start, end in taken):
@@ -174,8 +195,25 @@ def spans_of(
     ``first`` to ``last`` (the store's oldest and newest message), none without them."""
     spans = [(w.start, w.end) for w in windows if w.start is not None and w.end is not None]
     if first is not None and last is not None:
-        for month in sorted({w.month for w in windows if w.month is not None}):
+        for month in sorted({w.month for w in windows if w.month is not None and w.day is None}):
             spans += month_spans(month, first, last)
+        for month, day in sorted(
+            {(w.month, w.day) for w in windows if w.month is not None and w.day is not None}
+        ):
+            spans += day_spans(month, day, first, last)
+    return spans
+
+
+def day_spans(month: int, day: int, first: float, last: float) -> list[tuple[float, float]]:
+    """The spans of ``month``/``day`` in every year from the one of ``first`` to the one
+    of ``last`` (a year without that day, 29 February, is skipped)."""
+    spans = []
+    for year in range(datetime.fromtimestamp(first).year, datetime.fromtimestamp(last).year + 1):
+        try:
+            start = datetime(year, month, day)
+        except ValueError:
+            continue
+        spans.append(_span(start, start + timedelta(days=1)))
     return spans
 
 

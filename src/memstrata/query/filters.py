@@ -11,6 +11,16 @@ from dataclasses import dataclass
 
 from memstrata.errors import SessionStoreError
 
+# Recall's own traffic, kept in the transcript but out of recall and listings (the
+# Hermes integration names the tool memstrata_session_search beside Hermes' own).
+HIDDEN_TOOLS: tuple[str, ...] = ("session_search", "memstrata_session_search")
+
+
+def tool_call_pattern(name: str) -> str:
+    """The text stored ``tool_calls`` JSON holds when it calls ``name`` (searched as a
+    plain substring: a LIKE pattern would read the ``_`` of a tool name as a wildcard)."""
+    return f'"{name}"'
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -23,6 +33,11 @@ class Filters:
     since: float | None = None
     until: float | None = None
     include_inactive: bool = False
+
+    # Tools whose traffic (the call of a content-less assistant message, and the result)
+    # is left out: a session_search result quotes what it found, so indexing it would
+    # rank the search above the conversation it found.
+    hidden_tools: tuple[str, ...] = HIDDEN_TOOLS
 
     # Sessions whose live rows are left out (the current conversation's context, which
     # recall must not return); their archived rows and ancestors stay findable.
@@ -51,6 +66,7 @@ def make_filters(
     since: float | None = None,
     until: float | None = None,
     include_inactive: bool = False,
+    include_tool_traffic: bool = False,
 ) -> Filters:
     """Normalise the keyword filters of the search functions into :class:`Filters`."""
     for name, value in (("since", since), ("until", until)):
@@ -66,4 +82,5 @@ def make_filters(
         since=None if since is None else float(since),
         until=None if until is None else float(until),
         include_inactive=include_inactive,
+        hidden_tools=() if include_tool_traffic else HIDDEN_TOOLS,
     )

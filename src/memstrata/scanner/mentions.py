@@ -14,7 +14,10 @@ import re
 
 from memstrata.scanner.patterns_intent import sentence_span
 
-__all__ = ["blank_quoted_mentions"]
+__all__ = ["MAX_QUOTES", "blank_quoted_mentions"]
+
+# Quoted spans examined per text; a note has a handful, a text with thousands is no note.
+MAX_QUOTES = 256
 
 _QUOTED_RX = re.compile(
     r"(?<!\w)'[^'\n]{1,300}?'(?!\w)|\"[^\"\n]{1,300}?\"|“[^”\n]{1,300}?”|‘[^’\n]{1,300}?’"
@@ -36,7 +39,9 @@ def blank_quoted_mentions(text: str) -> str:
         return text
     parts: list[str] = []
     pos = 0
-    for m in _QUOTED_RX.finditer(text):
+    for seen, m in enumerate(_QUOTED_RX.finditer(text)):
+        if seen >= MAX_QUOTES:
+            break  # the rest stays as written: more findings, never fewer
         start, end = sentence_span(text, m.start(), m.end())
         # Host names and paths ("evil.example", "attacker.io") say nothing about intent.
         outside = _ADDRESSY_RX.sub(" ", text[start : m.start()] + " " + text[m.end() : end])

@@ -38,6 +38,7 @@ from importlib import resources
 
 __all__ = [
     "decoded_views",
+    "fold_char",
     "ignorable_pattern",
     "skeleton",
 ]
@@ -147,11 +148,14 @@ def _confusable_tables() -> tuple[dict[int, str], dict[int, str], re.Pattern[str
     return always, mixed, re.compile(_class(sorted(always)) + "+")
 
 
+# Dash punctuation (U+2010 hyphen, U+2011 non-breaking hyphen, en and em dashes, minus).
+_DASH_RX = re.compile("[\u2010-\u2015\u2212\u2e3a\u2e3b\ufe58\ufe63\uff0d]")
 _MIXED_WORD_RX = re.compile(r"\w*(?:[a-z][\u0370-\u052f]|[\u0370-\u052f][a-z])\w*")
 _TLDS = r"com|net|org|io|ru|cn|de|fr|es|jp|uk|co|me|xyz|info|biz|app|dev|top|site|online|email"
 _AT_WORD = r"at|arroba|arobase|собака|アット|艾特"
 _DOT_WORD = r"dot|punto|point|punkt|точка|ドット|点"
 _AT_HINT_RX = re.compile(rf"(?:\b|[\[({{<])(?:{_AT_WORD})(?:\b|[\])}}>])")
+_DOT_HINT_RX = re.compile(rf"(?:\b|[\[({{<])(?:{_DOT_WORD})(?:\b|[\])}}>])")
 _ADDRESS_RX = re.compile(
     rf"(?<![\w.+-])([\w.+-]{{1,64}}) ?[\[({{<]? ?(?:{_AT_WORD}) ?[\])}}>]? ?([\w-]{{1,63}})"
     rf"((?: ?[\[({{<]? ?(?:{_DOT_WORD}) ?[\])}}>]? ?[\w-]{{1,63}}){{0,3}})"
@@ -185,12 +189,22 @@ def skeleton(text: str) -> str:
             text = unicodedata.normalize("NFC", stripped) if stripped != decomposed else text
     text = text.casefold()
     if not text.isascii():
+        text = _DASH_RX.sub("-", text)
         always, mixed, always_rx = _confusable_tables()
         text = always_rx.sub(lambda m: m.group().translate(always), text)
         if not text.isascii():
             text = _MIXED_WORD_RX.sub(lambda m: m.group().translate(mixed), text)
-    if _AT_HINT_RX.search(text):
+    if _AT_HINT_RX.search(text) and _DOT_HINT_RX.search(text):
         text = _ADDRESS_RX.sub(_rewrite_address, text)
+    return text
+
+
+def fold_char(char: str) -> str:
+    """What one character reads as after normalisation, Greek and Cyrillic included."""
+    text = skeleton(char)
+    if len(text) == 1 and not text.isascii():
+        _, mixed, _ = _confusable_tables()
+        text = text.translate(mixed)
     return text
 
 
@@ -212,6 +226,7 @@ _ROT13 = bytes.maketrans(
 _BASE64_RX = re.compile(r"(?<![\w+/])[A-Za-z0-9+/]{16,}={0,2}(?![\w+/=])")
 _COMMON_WORDS = (" the ", " and ", " to ", " you ", " all ", " your ", " of ", " is ", " this ")
 _SMALL = 4096
+_BLANK_RUNS_RX = re.compile(r"[^\S\n]{3,}")
 _MAX_BLOBS = 32
 _MAX_BLOB_CHARS = 65_536
 
@@ -229,22 +244,23 @@ def _join_spelled(m: re.Match[str]) -> str:
     return _SPELL_SEP_RX.sub("", m.group())
 
 
-def decoded_views(raw: str, folded: str) -> list[tuple[str, str]]:
-    """``(name, text)`` for every decoding of ``raw`` worth scanning, ``folded`` being its
-    :func:`skeleton`. Only views that differ from ``folded`` are returned."""
+def decoded_views(raw: str, normal: str) -> list[tuple[str, str]]:
+    """``(name, text)`` for every decoding of ``raw`` worth scanning, ``normal`` being its
+    :func:`skeleton`. Only views that differ from ``normal`` are returned."""
     views: list[tuple[str, str]] = []
-    small = len(folded) <= _SMALL
-    if _SPELLED_HINT_RX.search(folded):
-        spelled = _SPELLED_SPACE_RX.sub(_join_spelled, _SPELLED_MARK_RX.sub(_join_spelled, folded))
-        spelled = _SPACES_RX.sub(" ", spelled)
-        views.append(("spelled-out letters", spelled))
-    if _LEET_HINT_RX.search(folded):
-        views.append(("leetspeak", _translate_ascii(folded, _LEET)))
-    base = _english_score(folded)
-    rot = _translate_ascii(folded, _ROT13)
+    # Runs of blanks carry nothing but the spelled-out word breaks; fold them first.
+    compact = _BLANK_RUNS_RX.sub("  ", normal) if "   " in normal else normal
+    small = len(compact) <= _SMALL
+    if _SPELLED_HINT_RX.search(compact):
+        spelled = _SPELLED_SPACE_RX.sub(_join_spelled, _SPELLED_MARK_RX.sub(_join_spelled, compact))
+        views.append(("spelled-out letters", _SPACES_RX.sub(" ", spelled)))
+    if _LEET_HINT_RX.search(compact):
+        views.append(("leetspeak", _translate_ascii(compact, _LEET)))
+    base = _english_score(compact)
+    rot = _translate_ascii(compact, _ROT13)
     if small or _english_score(rot) > base:
         views.append(("ROT13", rot))
-    backwards = folded[::-1]
+    backwards = compact[::-1]
     if small or _english_score(backwards) > base:
         views.append(("reversed text", backwards))
     decoded = _base64_payloads(raw)

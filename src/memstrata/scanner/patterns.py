@@ -9,6 +9,7 @@ where it has the same category, so findings look familiar.
 
 from __future__ import annotations
 
+from memstrata.scanner.fence_tags import lookalike_tag_rx
 from memstrata.scanner.regex import (
     _CREDENTIAL_PATH,
     _CREDENTIAL_PATH_ANCHORS,
@@ -135,6 +136,11 @@ def _hidden_element(text: str) -> bool:
             break
         pos = body_end
     return False
+
+
+def _lookalike_fence(text: str) -> bool:
+    """A look-alike of the memory-context fence tag (``</memory-context >``, an attribute)."""
+    return lookalike_tag_rx().search(text) is not None
 
 
 ALL_PATTERNS: tuple[ThreatPattern, ...] = (
@@ -466,6 +472,7 @@ ALL_PATTERNS: tuple[ThreatPattern, ...] = (
             r"</? ?memory-context ?>|</? ?untrusted[_-]tool[_-]result\b|</? ?system-reminder ?>"
             r"|</? ?system ?>",
         ),
+        _Alt(_anchors("memory"), _lookalike_fence),
     ),
     _p(
         "fake_block_marker",

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from memstrata.scanner.regex import (
     _CREDENTIAL_PATH,
+    _CREDENTIAL_PATH_ANCHORS,
     Scope,
     ThreatPattern,
     _Alt,
@@ -47,7 +48,7 @@ def _any(words: str) -> str:
 
 _EMAIL = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){0,4}\.[a-z]{2,12}\b"
 _URL = r"(?:https?://|\bwww\.|\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\b)"
-_DEST = rf"(?:{_URL}|{_EMAIL}|\bwebhook|\bpastebin|\bngrok)"
+_DEST = rf"(?:https?://|\bwww\.|{_EMAIL}|\bwebhook|\bpastebin|\bngrok)"
 
 # -- vocabularies, per language (normalised spelling) ----------------------------------
 _SEND = _any(
@@ -146,26 +147,63 @@ _COPY = _any(
 class _Rule:
     """A regex over normalised text; a match in a sentence that ``excuse`` matches is skipped.
 
-    Regex alternatives are bounded (a sentence at most), so each start costs a bounded
-    amount and a scan is linear in the text.
+    Every match contains one of the rule's anchors and is at most a few sentences long,
+    so on a long text the regex runs only in windows around the anchors' occurrences
+    (merged where they overlap): the cost follows the anchors, not the text's length.
     """
 
-    __slots__ = ("excuse", "source")
+    __slots__ = ("anchors", "excuse", "source")
 
-    def __init__(self, source: str, *, excuse: str | None) -> None:
+    def __init__(self, source: str, anchors: tuple[str, ...], *, excuse: str | None) -> None:
         self.source = source
+        self.anchors = anchors
         self.excuse = excuse
 
     def __call__(self, text: str) -> bool:
         rx = _compile(self.source)
-        if self.excuse is None:
-            return rx.search(text) is not None
-        excuse = _compile(self.excuse)
-        for m in rx.finditer(text):
-            start, end = sentence_span(text, m.start(), m.end())
-            if not excuse.search(text, start, end):
-                return True
+        excuse = _compile(self.excuse) if self.excuse else None
+        excused = 0
+        for lo, hi in _windows(text, self.anchors):
+            for m in rx.finditer(text, lo, hi):
+                if excuse is None:
+                    return True
+                start, end = sentence_span(text, m.start(), m.end())
+                if not excuse.search(text, start, end):
+                    return True
+                excused += 1
+                if excused >= _MAX_EXCUSED:
+                    return True  # hundreds of excused matches: no note, refuse
         return False
+
+
+# Longer than any match of a rule (a sentence of at most a few hundred characters on
+# each side of its anchor).
+_REACH = 1_200
+_MAX_EXCUSED = 256
+_MAX_WINDOWS = 2_000
+
+
+def _windows(text: str, anchors: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Spans of ``text`` that hold every match containing one of ``anchors``."""
+    size = len(text)
+    if size <= 4 * _REACH or not anchors:
+        return [(0, size)]
+    starts: list[int] = []
+    for anchor in anchors:
+        pos = text.find(anchor)
+        while pos != -1:
+            starts.append(pos)
+            if len(starts) > _MAX_WINDOWS:
+                return [(0, size)]  # anchors everywhere: one pass over the text is cheaper
+            pos = text.find(anchor, pos + _REACH)
+    spans: list[tuple[int, int]] = []
+    for pos in sorted(starts):
+        lo, hi = max(0, pos - _REACH), min(size, pos + 2 * _REACH)
+        if spans and lo <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
+        else:
+            spans.append((lo, hi))
+    return spans
 
 
 _SENTENCE_END_RX = re.compile(r"[.!?。！？\n](?!\w)")
@@ -184,15 +222,22 @@ def _r(
     scope: Scope,
     description: str,
     anchors: str,
-    *sources: str,
+    *sources: str | tuple[str, str],
     excuse: str | None = None,
 ) -> ThreatPattern:
-    search: Callable[[str], bool] = _Rule("|".join(sources), excuse=excuse)
-    groups = _anchors(anchors) if anchors else ()
-    return ThreatPattern(pattern_id, scope, description, (_Alt(groups, search),))
+    """A pattern of regex alternatives; a ``(anchors, regex)`` pair has its own anchors,
+    a plain regex uses the pattern's ``anchors``."""
+    alts: list[_Alt] = []
+    shared = [src for src in sources if isinstance(src, str)]
+    parts = [(anchors, "|".join(shared))] if shared else []
+    parts += [src for src in sources if not isinstance(src, str)]
+    for spec, source in parts:
+        groups = _anchors(spec)
+        flat = tuple(a for group in groups for a in group)
+        search: Callable[[str], bool] = _Rule(source, flat, excuse=excuse)
+        alts.append(_Alt(groups, search))
+    return ThreatPattern(pattern_id, scope, description, tuple(alts))
 
-
-_NO_ANCHOR = ""  # a rule that must always run (its words are too many to list)
 
 INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
     _r(
@@ -216,9 +261,11 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         rf"{_g(20)}(?:anterior|previa|previo|de arriba|del sistema|original)",
         rf"(?:\bignora|\bolvida|\bdescarta|\bomite)\w*{_g(20)}(?:todas|las|los)? ?(?:anterior|previa"
         rf"|previo)s? (?:instruccion|indicacion|regla|orden)",
-        rf"(?:\bignore[zs]?|\boublie[zs]?|\bfais abstraction)\b{_g(40)}"
-        rf"(?:instructions|consignes|regles|directives|ordres)\b{_g(20)}"
-        rf"(?:precedent|anterieur|ci-dessus|du dessus|initial|systeme)",
+        # French shares "ignore" with English: a French article must follow, so English
+        # text full of "ignore" costs a few steps per word here.
+        r"\b(?:ignore[zs]?|oublie[zs]?|fais abstraction de)\b (?:\w+ ){0,2}(?:les|tes|vos|des)"
+        r" (?:\w+ ){0,2}(?:instructions|consignes|regles|directives|ordres)\b[ ,]{0,2}(?:\w+ ){0,2}"
+        r"(?:precedent|anterieur|ci-dessus|du dessus|initia|systeme)",
         rf"(?:\bignorier|\bvergiss|\bmissacht)\w*{_g(40)}(?:vorherig|bisherig|frueher|fruher"
         rf"|obig|alle|ursprunglich|system)\w*{_g(20)}(?:anweisung|instruktion|regel|befehl"
         rf"|vorgabe|prompt)",
@@ -228,23 +275,34 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "all",
         "downloads a script or program and runs it (pipe to a shell, decode to an "
         "interpreter, fetch-and-run)",
-        "| && ; exec eval iex invoke download fetch grab pull get descarga telecharg lade "
-        "herunterlad скача загрузи 下载 获取 ダウンロード 取得",
-        r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch|http|aria2c)\b"
-        r"[^\n|]{0,300}\| ?(?:sudo )?(?:-\w+ )*(?:(?:ba|z|da|k|fi|c|tc)?sh|python[\d.]*|perl|ruby"
-        r"|node|php|iex|invoke-expression|powershell|pwsh|source)\b",
-        r"\bbase64 (?:-d|--decode|-di|-D)\b[^\n]{0,80}\| ?(?:sudo )?(?:(?:ba|z|da|k)?sh|python[\d.]*"
-        r"|perl|ruby|node|php)\b",
-        r"\b(?:curl|wget)\b[^\n]{0,200}(?:&&|;) ?(?:sudo )?(?:chmod \+x[^\n]{0,80}(?:&&|;) ?\./"
-        r"|(?:ba|z)?sh |python[\d.]* |\./)",
+        "exec eval iex invoke downloadstring webclient",
+        (
+            "curl wget iwr irm invoke fetch http aria2c",
+            r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch|http|aria2c)\b"
+            r"[^\n|]{0,300}\| ?(?:sudo )?(?:-\w+ )*(?:(?:ba|z|da|k|fi|c|tc)?sh|python[\d.]*|perl|ruby"
+            r"|node|php|iex|invoke-expression|powershell|pwsh|source)\b",
+        ),
+        (
+            "base64",
+            r"\bbase64 (?:-d|--decode|-di|-D)\b[^\n]{0,80}\| ?(?:sudo )?(?:(?:ba|z|da|k)?sh|python[\d.]*"
+            r"|perl|ruby|node|php)\b",
+        ),
+        (
+            "curl wget",
+            r"\b(?:curl|wget)\b[^\n]{0,200}(?:&&|;) ?(?:sudo )?(?:chmod \+x[^\n]{0,80}(?:&&|;) ?\./"
+            r"|(?:ba|z)?sh |python[\d.]* |\./)",
+        ),
         r"\b(?:exec|eval)\b ?\([^\n]{0,160}(?:urlopen|requests\.get|urllib|httpx|fetch|http)",
         r"\b(?:iex|invoke-expression)\b[^\n]{0,160}(?:downloadstring|iwr|irm|invoke-webrequest"
         r"|net\.webclient|http)",
         r"(?:downloadstring|net\.webclient)[^\n]{0,200}\b(?:iex|invoke-expression)\b",
-        rf"{_DOWNLOAD}\w*{_g(40)}{_SCRIPT}{_g(100)}(?:\b(?:and|then|y|et|und|и|puis|luego)\b|,|、|，|后|して|て){_g(40)}"
-        rf"{_ACT_RUN}",
-        rf"{_DOWNLOAD}\w*{_g(40)}{_SCRIPT}{_g(30)}(?:herunter)?{_g(10)}(?:\bund\b){_g(20)}"
-        r"(?:fuhr|start|install)",
+        (
+            "http .sh .bash .py .ps1 .exe .bat .cmd .js .pl .rb .bin .msi .vbs",
+            rf"{_DOWNLOAD}\w*{_g(40)}{_SCRIPT}{_g(100)}(?:\b(?:and|then|y|et|und|и|puis|luego)\b|,|、|，|后|して|て){_g(40)}"
+            rf"{_ACT_RUN}"
+            rf"|{_DOWNLOAD}\w*{_g(40)}{_SCRIPT}{_g(30)}(?:herunter)?{_g(10)}(?:\bund\b){_g(20)}"
+            r"(?:fuhr|start|install)",
+        ),
         excuse=_EXCUSE_VERIFY,
     ),
     _r(
@@ -252,28 +310,37 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "strict",
         "sends a secret in a URL, a header, over nc/scp, from an interpreter one-liner, "
         "or to an address",
-        _NO_ANCHOR,
-        r"https?://[^\s'\"]{1,200}?\$\{?[a-z_]{0,40}(?:key|token|secret|passw|pwd|cred|auth"
-        r"|cookie|session)[a-z_]{0,40}\}?",
-        r"(?:-h|--header)[ =]['\"]?(?!authorization)[\w-]{1,40}: ?(?:bearer |token )?\$\{?\w{0,40}"
-        r"(?:key|token|secret|passw|cred)",
+        _CREDENTIAL_PATH_ANCHORS,
+        (
+            "$",
+            r"https?://[^\s'\"]{1,200}?\$\{?[a-z_]{0,40}(?:key|token|secret|passw|pwd|cred|auth"
+            r"|cookie|session)[a-z_]{0,40}\}?"
+            r"|(?:-h|--header)[ =]['\"]?(?!authorization)[\w-]{1,40}: ?(?:bearer |token )?\$\{?\w{0,40}"
+            r"(?:key|token|secret|passw|cred)",
+        ),
         rf"\b(?:scp|rsync|nc|ncat|netcat|socat|sftp|ftp|rclone|gsutil cp|aws s3 cp|curl|wget)\b"
         rf"[^\n]{{0,200}}?{_CREDENTIAL_PATH}[^\n]{{0,200}}?(?:@|{_URL}|:/|\b\d{{2,5}}\b)",
         rf"{_CREDENTIAL_PATH}[^\n|]{{0,80}}\| ?(?:nc|ncat|netcat|socat|curl|telnet)\b",
-        r"\b(?:python[\d.]*|node|perl|ruby|php|deno|bun) -[ce]\b"
-        r"(?=[^\n]{0,600}(?:requests|urllib|urlopen|fetch ?\(|https?:|socket|net::|lwp|axios))"
-        r"(?=[^\n]{0,600}(?:os\.environ|process\.env|getenv|\benv\b|\.ssh|\.aws|\.env\b|id_rsa"
-        r"|credentials))",
-        rf"{_SEND}\w*{_g(120)}{_SECRET}{_g(160)}{_DEST}",
-        rf"{_SECRET}{_g(120)}{_SEND}\w*{_g(160)}{_DEST}",
-        rf"{_SEND}\w*{_g(80)}{_DEST}\S*{_g(80)}{_SECRET}",
-        rf"{_SECRET}{_g(80)}{_DEST}\S*{_g(80)}{_SEND}",
+        (
+            "-c -e",
+            r"\b(?:python[\d.]*|node|perl|ruby|php|deno|bun) -[ce]\b"
+            r"(?=[^\n]{0,600}(?:requests|urllib|urlopen|fetch ?\(|https?:|socket|net::|lwp|axios))"
+            r"(?=[^\n]{0,600}(?:os\.environ|process\.env|getenv|\benv\b|\.ssh|\.aws|\.env\b|id_rsa"
+            r"|credentials))",
+        ),
+        (
+            "http www. @ webhook pastebin ngrok",
+            rf"{_SEND}\w*{_g(120)}{_SECRET}{_g(160)}{_DEST}"
+            rf"|{_SECRET}{_g(120)}{_SEND}\w*{_g(160)}{_DEST}"
+            rf"|{_SEND}\w*{_g(80)}{_DEST}\S*{_g(80)}{_SECRET}"
+            rf"|{_SECRET}{_g(80)}{_DEST}\S*{_g(80)}{_SEND}",
+        ),
     ),
     _r(
         "chat_image_exfiltration",
         "strict",
         "puts the conversation into an image or link URL (rendering it sends the data)",
-        _NO_ANCHOR,
+        "http",
         rf"{_IMAGE}{_g(200)}https?://\S{{0,200}}{_g(200)}{_CONTEXT}",
         rf"{_IMAGE}{_g(200)}{_CONTEXT}{_g(200)}https?://",
         rf"!\[[^\]\n]{{0,100}}\]\( ?https?://[^)\s]{{0,200}}?[?&][\w-]{{1,30}}=[^)\n]{{0,200}}\)"
@@ -283,7 +350,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "persona_jailbreak",
         "context",
         "gives the model a persona without a content policy, rules or limits",
-        _NO_ANCHOR,
+        "polic restrict filter censor limit guardrail rules ethic restric limite censura filtro einschrank inhaltsrichtlin zensur regeln grenzen ограничен цензур правил фильтр 限制 约束 审查 内容政策 规则 过滤 制限 ポリシー フィルター 検閲 ルール unfiltered uncensored jailbroken unrestricted amoral unaligned",
         rf"{_AI_SELF}{_g(80)}{_NEG}{_g(30)}{_NEG_OBJ}",
         rf"{_NEG}{_g(30)}{_NEG_OBJ}{_g(80)}{_AI_SELF}",
         r"(?:没有|不受|无|不设)(?:任何)?(?:限制|约束|审查|内容政策|规则|过滤)",
@@ -296,7 +363,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "priority_claim",
         "all",
         "claims that memory outranks the system prompt or other instructions",
-        _NO_ANCHOR,
+        "outrank overrid overrul supersede precedence priorit prioridad importan trump win prevail before 优先 凌驾 覆盖 取代 为准 prime emporte remplace prevaut vorrang geht ersetzt uberschreibt wichtiger uber важнее приоритет главнее отменяет заменяет prevalece anula reemplaza sustituye encima 上書き",
         rf"{_MEMORY_SELF}{_g(80)}{_OUTRANK}{_g(60)}{_OVER_WHAT}",
         r"(?:本条|这条|本记忆|此记忆|记忆|这段|本笔记|笔记|以下内容|本条目)[^。\n]{0,20}"
         r"(?:优先级?(?:高于|大于|超过)|优先于|凌驾于|覆盖|取代)[^。\n]{0,20}(?:系统|提示|指令|规则|其他)",
@@ -320,7 +387,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "standing_consent",
         "all",
         "claims the user already approved everything, or asks to hide actions from them",
-        _NO_ANCHOR,
+        "consent approval permission authori agreed approved without usuario utilisateur nutzer benutzer anwender пользовател 用户 ユーザー 伝えず 知らせず acepto aprobo consintio accepte approuve zugestimmt genehmigt erlaubt eingewilligt согласил разрешил одобрил согласие 已经 すでに 既に asks",
         r"\b(?:standing|blanket|permanent|ongoing|general|unlimited) (?:consent|approval"
         r"|permission|authori[sz]ation)\b",
         rf"\b(?:already|previously|pre-?) ?(?:agreed|approved|consented|authori[sz]ed)\b"
@@ -354,7 +421,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "self_replicating_entry",
         "context",
         "asks to copy this entry into other agents' memory or files (a prompt worm)",
-        _NO_ANCHOR,
+        "cop paste replica propag spread forward includ insert writ add inject duplica dupliq pass 复制 拷贝 转发 传播 写入 添加 粘贴 扩散 コピー 複製 転送 書き込 追加 kopier transmet reenvia pega скопиру копиру распростран перешли добавь запиши",
         rf"{_COPY}\w*{_g(60)}{_SELF_TEXT}{_g(120)}{_OTHERS}",
         rf"{_SELF_TEXT}{_g(60)}{_COPY}\w*{_g(120)}{_OTHERS}",
         r"(?:复制|拷贝|转发|传播|写入|添加|粘贴|扩散)[^。\n]{0,20}(?:其他|所有|每个|每一个|别的)"
@@ -377,9 +444,9 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "identity_override_multilingual",
         "context",
         "gives the model a new identity or tells it to deny being an AI",
-        _NO_ANCHOR,
+        "now admit reveal mention disclos let deny deni human person признава ты 你不再是 从现在起你是 你现在是 承认 aiであること aiだと あなたの eres nombre nunca n'es nom jamais du dein gib",
         r"\bfrom now on,? you(?: are|'re) (?!going|able|allowed|free to)\w+",
-        r"\b(?:never|don't|do not|must not)(?: ever)? (?:admit|reveal|say|mention|disclose|let on)"
+        r"\b(?:never|don't|do not|must not)(?: ever)? (?:admit|reveal|mention|disclose|let on)"
         r"\w*(?: \w+){0,4} (?:you(?:'re| are) an? (?:ai|bot|model|assistant|llm)|being an? (?:ai|bot"
         r"|model|llm)|otherwise)\b",
         r"\b(?:deny|denies|denying) (?:being|that you are) an? (?:ai|bot|model|assistant|llm)\b",
@@ -402,7 +469,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "leak_system_prompt_multilingual",
         "context",
         "asks the model to print its system prompt or hidden instructions",
-        _NO_ANCHOR,
+        "system developer hidden initial prompt 系统 隐藏指令 初始指令 开发者 システム 隠し指示 開発者 системн скрыт sistema ocultas iniciales systeme cachees versteckten",
         r"\b(?:leak|reveal|print|output|repeat|show|display|dump|recite|expose|disclose|share"
         r"|paste|send|include|echo|copy|write out|tell me)\b(?: \w+){0,6} (?:the |your |its )?"
         r"(?:full |complete |entire |exact |verbatim )?(?:system prompt|system message"
@@ -427,7 +494,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "real_rules_below",
         "all",
         "says the visible rules are fake and the real ones follow",
-        _NO_ANCHOR,
+        "below follow after start begin underneath before above dessous suivent bas abajo debajo continuacion siguen arriba unten folgen ниже далее следуют выше 下面 如下 下方 见下 上面 以下 下記 次",
         r"\b(?:real|true|actual|genuine|correct|secret|hidden)(?: \w+)? (?:rules|instructions"
         r"|guidelines|directives|prompt|orders|tasks?)\b(?: \w+){0,4} (?:below|follows?|as follows"
         r"|after this|start here|begin here|underneath)\b",
@@ -488,13 +555,14 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "encoded_payload",
         "all",
         "an encoded blob that comes with an order to decode it and run or follow it",
-        _NO_ANCHOR,
-        rf"(?=[^\n]{{0,400}}[a-z0-9+/]{{16,}}={{0,2}})(?:\bdecod|\bdecrypt|\bdeobfuscat|\bbase64"
+        "decod decrypt deobfuscat base64 b64 atob rot13 dechiffr dekodier entschlussel расшифр декод 解码 解密 デコード 復号",
+        rf"(?:\bdecod|\bdecrypt|\bdeobfuscat|\bbase64"
         rf"|\bb64|\bunbase64|\batob\b|\brot13|\bdecodifica|\bdescodifica|\bdechiffr|\bdekodier"
         rf"|\bentschlussel|\bрасшифру|\bдекодиру|解码|解密|デコード|復号)\w*{_g(160)}"
         rf"(?:\brun\b|\bexecute|\bexec\b|\beval\b|\bfollow|\bobey|\bdo what|\bperform|\bact on"
         r"|\bapply\b|\bejecut|\bsigue|\bobedece|\bhaz lo que|\bexecute|\bsuis\b|\bobeis|\bfais ce"
-        r"|\bfuhr|\bbefolge|\bвыполн|\bзапуст|\bисполн|\bследуи|执行|运行|照做|遵循|按照|実行|従)",
+        r"|\bfuhr|\bbefolge|\bвыполн|\bзапуст|\bисполн|\bследуи|执行|运行|照做|遵循|按照|実行|従)"
+        r"(?=[^\n]{0,400}[a-z0-9+/]{16,})",
         rf"(?:\brun\b|\bexecute|\bfollow|\bobey|\bdo what|\bejecut|\bexecute|\bвыполн|执行|実行)\w*"
         rf"{_g(80)}(?:\bafter\b|\bonce\b|\bdespues\b|\bapres\b|\bnach\b|\bпосле\b|之后|后)?{_g(40)}"
         r"(?:decod|base64|b64|rot13|decrypt|解码|デコード|расшифр|декод)\w*"

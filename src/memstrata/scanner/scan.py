@@ -140,11 +140,13 @@ def scan_for_threats(text: str, scope: Scope = "strict") -> list[ThreatFinding]:
     # 'ignore previous instructions' as an example"); secret values are read in full.
     blanked = blank_quoted_mentions(normal)
     hits: dict[str, str] = {}
-    for source, group in (
-        (normal, [p for p in patterns if p.pattern_id in _QUOTE_PROOF]),
-        (blanked, [p for p in patterns if p.pattern_id not in _QUOTE_PROOF]),
-    ):
-        _scan_views(tuple(group), text, source, hits)
+    if blanked == normal:
+        _scan_views(patterns, text, normal, hits)
+    else:
+        proof = tuple(p for p in patterns if p.pattern_id in _QUOTE_PROOF)
+        _scan_views(proof, text, normal, hits)
+        rest = tuple(p for p in patterns if p.pattern_id not in _QUOTE_PROOF)
+        _scan_views(rest, text, blanked, hits)
     order = {p.pattern_id: i for i, p in enumerate(patterns)}
     findings.extend(ThreatFinding(pid, hits[pid]) for pid in sorted(hits, key=order.__getitem__))
     return findings

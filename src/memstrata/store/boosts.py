@@ -55,6 +55,7 @@ SPEAKER_BOOST = 0.25
 VECTOR_WEIGHT = 1.0
 VECTOR_FLOOR = 0.1
 VECTOR_ONLY_MIN = 0.5
+VECTOR_SCALE = "relative"
 # Only the best VECTOR_RERANK keyword candidates are re-scored, and vector-only candidates
 # come from the messages of the best VECTOR_SESSIONS candidate sessions (at most
 # memstrata.search.embedders.VECTOR_SCAN of them): reading vectors is the cost of hybrid recall.

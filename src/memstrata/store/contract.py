@@ -370,6 +370,7 @@ class SessionStoreContract(Protocol):
         offset: int = 0,
         include_inactive: bool = False,
         dates: bool = True,
+        include_tool_traffic: bool = False,
     ) -> list[MessageHit]: ...
 
     def search_sessions(
@@ -384,6 +385,7 @@ class SessionStoreContract(Protocol):
         since: float | None = None,
         until: float | None = None,
         include_inactive: bool = False,
+        include_tool_traffic: bool = False,
         by_lineage: bool = False,
         top_hits: int = ...,
         hit_decay: float = ...,

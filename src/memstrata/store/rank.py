@@ -20,7 +20,14 @@ from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of,
 from memstrata.query.filters import Filters
 from memstrata.store import boosts
 from memstrata.store.backend import Candidate
-from memstrata.store.vectors import VECTOR_RECENT, VECTOR_SCAN, cosines
+from memstrata.store.vectors import (
+    VECTOR_RECENT,
+    VECTOR_SCAN,
+    calibrated,
+    cosines,
+    embed_queries,
+    relative,
+)
 
 if TYPE_CHECKING:
     from memstrata.store.backend import Transaction
@@ -193,7 +200,7 @@ def _written_in(
 def _add_vectors(
     tx: Transaction, found: dict[int, Candidate], embedder: Embedder, query: str, filters: Filters
 ) -> None:
-    vectors = embedder.embed([query])
+    vectors = embed_queries(embedder, [query])
     if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
         raise ConfigError(
             f"Embedder {embedder.name!r} returned no {embedder.dims}-dims vector for the "
@@ -207,12 +214,25 @@ def _add_vectors(
     blobs = stored_vectors(
         tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
     )
-    sims = cosines(blobs, vectors[0])
-    newcomers = [mid for mid, cos in sims.items() if mid not in found]
+    raw = cosines(blobs, vectors[0])
+    # The gate is absolute: a message the keywords missed joins only when it is close to
+    # the question in meaning (on the embedder's own scale, see calibrated).
+    gate = calibrated(embedder, raw)
+    newcomers = [m for m, cos in gate.items() if m not in found and cos >= boosts.VECTOR_ONLY_MIN]
     passing = tx.passing(newcomers, filters) if newcomers else []
+    if boosts.VECTOR_SCALE == "relative":
+        boosts.fuse_vectors(
+            found,
+            relative(raw),
+            passing,
+            weight=boosts.VECTOR_WEIGHT,
+            floor=0.0,
+            only_min=-1.0,
+        )
+        return
     boosts.fuse_vectors(
         found,
-        sims,
+        gate,
         passing,
         weight=boosts.VECTOR_WEIGHT,
         floor=boosts.VECTOR_FLOOR,

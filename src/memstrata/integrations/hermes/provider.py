@@ -25,9 +25,11 @@ Tool names carry a ``memstrata_`` prefix because Hermes reserves ``memory`` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -78,12 +80,26 @@ CONFIG_SCHEMA: Final[list[dict[str, Any]]] = [
         "choices": ["true", "false"],
     },
     {
+        "key": "scope",
+        "description": "shared: one memory for everyone who talks to this agent (Hermes' "
+        "own model); per-user: each gateway user_id gets a memory of their own (bots "
+        "serving several people)",
+        "default": "shared",
+        "choices": ["shared", "per-user"],
+    },
+    {
         "key": "recall_sessions",
         "description": "Earlier conversations recalled into each turn (0-5; 0 recalls facts only)",
         "default": "2",
     },
 ]
-_DEFAULTS: Final = {"home": "", "import_state_db": "false", "recall_sessions": "2"}
+_DEFAULTS: Final = {
+    "home": "",
+    "import_state_db": "false",
+    "scope": "shared",
+    "recall_sessions": "2",
+}
+_SCOPES: Final = ("shared", "per-user")
 MAX_RECALL_SESSIONS: Final = 5
 # Characters of recalled conversation text per turn: enough for a few exchanges, small
 # next to the prompt.
@@ -166,13 +182,34 @@ def default_hermes_home() -> Path:
     return Path(raw).expanduser() if raw else Path.home() / ".hermes"
 
 
-def memstrata_home_for(hermes_home: Path, settings: Mapping[str, str]) -> Path:
-    """The memstrata home a Hermes profile uses: the ``home`` setting or a subfolder."""
+def _scope(value: str) -> str:
+    scope = value.strip().lower()
+    if scope not in _SCOPES:
+        raise ConfigError(f"memstrata setting scope must be {' or '.join(_SCOPES)}, got {value!r}.")
+    return scope
+
+
+def user_folder(user_id: str) -> str:
+    """A folder name for ``user_id``: readable, safe on every file system, and unique
+    (a digest of the whole id), so no id can reach another user's folder."""
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", user_id)[:40]
+    digest = hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable}-{digest}"
+
+
+def memstrata_home_for(
+    hermes_home: Path, settings: Mapping[str, str], user_id: str | None = None
+) -> Path:
+    """The memstrata home a Hermes profile uses: the ``home`` setting or a subfolder;
+    with ``scope = per-user`` and a gateway ``user_id``, that user's folder under it."""
     configured = settings.get("home", "").strip()
-    if not configured:
-        return hermes_home / "memstrata"
-    path = Path(configured).expanduser()
-    return path if path.is_absolute() else hermes_home / path
+    base = hermes_home / "memstrata"
+    if configured:
+        path = Path(configured).expanduser()
+        base = path if path.is_absolute() else hermes_home / path
+    if user_id and _scope(settings.get("scope", "shared")) == "per-user":
+        return base / "users" / user_folder(user_id)
+    return base
 
 
 def _text(content: Any) -> str:
@@ -239,6 +276,7 @@ class HermesMemstrataProvider:
             )
         settings.update({k: "" if v is None else str(v) for k, v in values.items()})
         _flag(settings["import_state_db"], "import_state_db")
+        _scope(settings["scope"])
         _recall_sessions(settings["recall_sessions"])
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{CONFIG_FILENAME}.tmp"
@@ -277,7 +315,8 @@ class HermesMemstrataProvider:
             )
         hermes_home = Path(str(raw_home)).expanduser()
         settings = read_settings(hermes_home)
-        home = memstrata_home_for(hermes_home, settings)
+        user_id = str(kwargs.get("user_id") or "") or None
+        home = memstrata_home_for(hermes_home, settings, user_id)
         home.mkdir(parents=True, exist_ok=True)
         config = Config.load(home)
         with self._lock:
@@ -301,7 +340,9 @@ class HermesMemstrataProvider:
                 self._store, config=config, current_session_id=session_id
             )
             self._switch(session_id)
-            if _flag(settings["import_state_db"], "import_state_db"):
+            # Hermes' state.db holds everyone's sessions: never copied into one user's home.
+            shared = home == memstrata_home_for(hermes_home, settings)
+            if shared and _flag(settings["import_state_db"], "import_state_db"):
                 self._import_state_db(hermes_home)
 
     def _import_state_db(self, hermes_home: Path) -> None:

@@ -21,6 +21,7 @@ from memstrata.ops.importing.records import (
     ParsedSource,
     SessionRecord,
     conversation_export,
+    ended_at_last_message,
     epoch,
     message,
     opt_text,
@@ -197,4 +198,4 @@ def conversation_record(item: Any, location: str) -> SessionRecord:
         )
         if role == "assistant":
             reasoning = []
-    return record
+    return ended_at_last_message(record)

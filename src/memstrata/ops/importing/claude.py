@@ -21,6 +21,7 @@ from memstrata.ops.importing.records import (
     ParsedSource,
     SessionRecord,
     conversation_export,
+    ended_at_last_message,
     epoch,
     guarded,
     message,
@@ -199,4 +200,4 @@ def conversation_record(item: Any, location: str) -> SessionRecord:
             when = converted[-1]["timestamp"] if converted else when
         else:
             record.problems.append(converted)
-    return record
+    return ended_at_last_message(record)

@@ -22,6 +22,7 @@ from memstrata.ops.importing.records import (
     Item,
     ParsedSource,
     SessionRecord,
+    ended_at_last_message,
     epoch,
     guarded,
     message,
@@ -34,7 +35,10 @@ from memstrata.ops.importing.sources import decode_text, json_line, jsonl_lines,
 
 FORMAT = "openai"
 PREFIX = "openai"
-SOURCE = "import"
+# Sessions are marked with the format they came from, as ChatGPT and Claude ones are.
+SOURCE = "openai"
+# The roles of the OpenAI chat format; anything else is a bad message, not a new role.
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
 
 def read(path: Path) -> ParsedSource:
@@ -93,20 +97,25 @@ def line_record(line: str, location: str) -> SessionRecord:
             reason = f"a message must be a JSON object, got {type(raw).__name__}"
             record.problems.append(BadRecord(where, reason))
             continue
+        role = raw.get("role")
+        if isinstance(role, str) and role.strip() and role not in ROLES:
+            reason = f"unknown role {role[:40]!r} (the OpenAI format has {', '.join(ROLES)})"
+            record.problems.append(BadRecord(where, reason))
+            continue
         converted = guarded(
             where,
             partial(
                 message,
-                raw.get("role"),
+                role,
                 raw.get("content"),
                 timestamp=epoch(raw.get("timestamp")) or started,
                 tool_calls=_calls(raw, index),
                 tool_call_id=raw.get("tool_call_id"),
-                tool_name=raw.get("name") if raw.get("role") in ("tool", "function") else None,
+                tool_name=raw.get("name") if role in ("tool", "function") else None,
             ),
         )
         if isinstance(converted, dict):
             record.messages.append(converted)
         else:
             record.problems.append(converted)
-    return record
+    return ended_at_last_message(record)

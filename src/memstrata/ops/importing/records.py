@@ -99,6 +99,21 @@ class SessionRecord:
 Item = SessionRecord | BadRecord
 
 
+def ended_at_last_message(record: SessionRecord) -> SessionRecord:
+    """End ``record`` at its last message when its source keeps no end time.
+
+    An export holds finished conversations; left without an end they would count as
+    live and `memstrata sessions prune` (which removes sessions ended before a cutoff)
+    could never remove a year-old history.
+    """
+    if record.ended_at is None and record.end_reason is None:
+        times = [m["timestamp"] for m in record.messages if m.get("timestamp") is not None]
+        # No time at all: ended when imported (the store's time for an end without one).
+        record.ended_at = max(times, default=record.started_at)
+        record.end_reason = "imported"
+    return record
+
+
 @dataclass
 class ParsedSource:
     """A readable source: its format, how many records to expect, and the records.

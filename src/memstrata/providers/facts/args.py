@@ -23,6 +23,9 @@ SOURCES: Final = ("tool", "mirror", "capture", "import", "api", "cli", "curator"
 # The largest curated-memory file budget (MEMORY.md), so any mirrored entry fits.
 MAX_CONTENT_CHARS: Final = 2200
 MAX_VALUE_CHARS: Final = 200
+# Raw input longer than this cannot collapse to MAX_CONTENT_CHARS unless it is mostly
+# blank, which is no fact either.
+_MAX_RAW_CHARS: Final = 16 * MAX_CONTENT_CHARS
 _KEY = re.compile(r"^[a-z][a-z0-9_.]{0,47}$")
 _SUBJECT = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -31,6 +34,13 @@ def clean_fact_text(content: object, *, what: str = "content") -> str:
     """One line of text, whitespace collapsed; InvalidMemoryArgument if empty or too long."""
     if not isinstance(content, str):
         raise InvalidMemoryArgument(f"{what} must be a string, got {type(content).__name__}.")
+    if len(content) > _MAX_RAW_CHARS:
+        # Checked before any work and before the threat scanner: a megabyte is refused
+        # at once instead of being split, joined and scanned first.
+        raise InvalidMemoryArgument(
+            f"{what} is {len(content):,} characters; a fact holds at most "
+            f"{MAX_CONTENT_CHARS:,}. Split it into several short facts, one statement each."
+        )
     text = " ".join(content.split())
     if not text:
         raise InvalidMemoryArgument(f"{what} is empty: send the fact as one short sentence.")

@@ -3,7 +3,7 @@
 
 Select it with ``memory.provider = "facts"`` in ``config.toml``. By default it needs
 nothing but the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network.
-With ``search.embedder`` set ("minilm" offline, "openai" at the configured endpoint),
+With ``search.embedder`` set ("minilm" or "e5" offline, "openai" at the configured endpoint),
 recall and ``facts_search`` fuse embeddings with the keywords (hybrid recall, see
 :mod:`memstrata.providers.facts.vectors`); facts are embedded lazily, at most ``INDEX_PER_TURN``
 at ``initialize`` and at each ``sync_turn`` (on the background worker), never when they
@@ -52,6 +52,7 @@ from memstrata.errors import (
 )
 from memstrata.llm.arguments import optional_int, required_str
 from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
+from memstrata.providers.facts.args import clean_fact_text
 from memstrata.providers.facts.classify import classify, explicit_capture, extract_slot
 from memstrata.providers.facts.schema import CATEGORIES, Fact, FactChange
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
@@ -574,6 +575,8 @@ class FactsProvider(MemoryProvider):
 
     def _tool_remember(self, args: Mapping[str, Any]) -> dict[str, Any]:
         content = required_str(args, "content", '{"content": "User prefers tabs over spaces"}')
+        # Size first: an oversized fact is refused before it is classified or scanned.
+        content = clean_fact_text(content)
         subject = _opt(args, "subject", str) or "user"
         default_category, _ = classify("user" if subject == "user" else "memory", content)
         fact = self.store.add(

@@ -4,9 +4,9 @@ Both compile the query with :func:`memstrata.query.compile.compile_query`, the c
 session search uses (Porter-stemmed word index, its English stopwords), so a query never
 raises and CJK words reach the bigram index.
 
-* :func:`search_rows` is for someone who asked: every match counts. Each index's BM25 is
-  scaled to its own best hit and the scales are summed per fact, as the session store
-  fuses its indexes.
+* :func:`search_rows` is for someone who asked: every match counts. Each fact's BM25 is
+  summed over the indexes and the query scaled once (best fact 1.0), as the session
+  store fuses its indexes: a term counts by its rarity, whichever index found it.
 * :func:`recall_rows` is for a chat message nobody wrote as a query, so it must stay
   silent when nothing is relevant (an injected list of unrelated facts is noise the
   model pays for and may act on). It ranks by the rarity of the terms a fact shares with
@@ -156,11 +156,16 @@ def search_scores(
             "ORDER BY score_ LIMIT ?",
             [*params, expression, CANDIDATES],
         ).fetchall()
-        # FTS5's BM25 is negative, best lowest; scaled to the best hit it becomes (0, 1].
-        best = min((r["score_"] for r in found), default=0.0)
+        # FTS5's BM25 is negative, best lowest; summed over the indexes (each holds its
+        # own terms: a term counts by its rarity, whichever index found it).
         for r in found:
-            scores[r["id"]] = scores.get(r["id"], 0.0) + (r["score_"] / best if best < 0 else 1.0)
+            scores[r["id"]] = scores.get(r["id"], 0.0) - min(float(r["score_"]), 0.0)
             rows[r["id"]] = r
+    # One scale for the query (best fact 1.0); a fact whose terms are in most rows (an
+    # IDF clamped to ~0) still counts as found.
+    top = max(scores.values(), default=0.0)
+    for fact_id, score in scores.items():
+        scores[fact_id] = max(score / top, 1e-6) if top > 0 else 1.0
     boost_subjects(conn, scores, compiled.text)
     return scores, rows
 

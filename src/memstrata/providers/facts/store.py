@@ -76,6 +76,7 @@ from memstrata.providers.facts.schema import CATEGORIES, Fact, FactChange, migra
 from memstrata.search.embedders import Embedder
 from memstrata.store.sqlite.database import DURABILITY_PRAGMA, Durability, is_busy
 from memstrata.store.sqlite.migrations import register_functions
+from memstrata.store.vectors import calibrated
 
 logger = logging.getLogger(__name__)
 
@@ -692,7 +693,7 @@ class FactStore:
             logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
             return {}
         with self._read() as conn:
-            return facts_vectors.vector_scores(conn, embedder.name, vector)
+            return calibrated(embedder, facts_vectors.vector_scores(conn, embedder.name, vector))
 
     def pending_vectors(self, embedder: Embedder | None = None) -> int:
         """Live facts not yet embedded by ``embedder`` (default: ``self.embedder``)."""

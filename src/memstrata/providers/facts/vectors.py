@@ -34,6 +34,7 @@ from typing import Final
 
 from memstrata.errors import ConfigError, StorageError
 from memstrata.search.embedders import Embedder, encode_vector
+from memstrata.store.vectors import embed_queries, numpy_or_none
 
 __all__ = [
     "INDEX_BATCH",
@@ -191,7 +192,7 @@ def index_in_batches(
 
 def embed_query(embedder: Embedder, text: str) -> list[float]:
     """The query's vector (one embedder call)."""
-    vectors = embedder.embed([text[:EMBED_CHARS]])
+    vectors = embed_queries(embedder, [text[:EMBED_CHARS]])
     if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
         raise ConfigError(
             f"Embedder {embedder.name!r} did not return one vector of {embedder.dims} dims "
@@ -209,10 +210,9 @@ def vector_scores(
 ) -> dict[int, float]:
     """Cosine similarity of ``query_vector`` with the newest ``scan`` live fact vectors of
     ``model``: ``{fact id: cosine}`` (``{}`` when none is stored)."""
-    try:
-        import numpy as np
-    except ImportError as exc:  # pragma: no cover - numpy ships with the embedders' extra
-        raise ConfigError("Hybrid recall needs numpy: pip install numpy") from exc
+    np = numpy_or_none()
+    if np is None:
+        return {}  # keyword recall alone; numpy_or_none said so once
     query = np.asarray(query_vector, dtype=np.float32)
     norm = float(np.linalg.norm(query))
     if norm == 0.0 or scan <= 0:

@@ -30,10 +30,12 @@ from typing import Any
 
 import psycopg
 
+from memstrata.errors import SessionStoreError
 from memstrata.query.compile import CompiledQuery, Node, Term
-from memstrata.query.filters import Filters
+from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
+from memstrata.store.postgres.bounds import SEARCH_TIMEOUT_MS, bound_query, substring_budget
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
@@ -64,6 +66,20 @@ class TermSql:
     params: list[Any] = field(default_factory=list)
     rank: str = "0"
     rank_params: list[Any] = field(default_factory=list)
+    # Each index's predicate on its own: probed one by one (see any_of), every arm uses
+    # its index, where the planner facing their OR often scans the whole tenant.
+    arms: list[tuple[str, list[Any]]] = field(default_factory=list)
+
+
+def any_of(ns: str, terms: Sequence[TermSql], limit: int | None = None) -> tuple[str, list[Any]]:
+    """A subquery of the ids of ``ns``'s rows matching any of ``terms`` (at most
+    ``limit``), as a UNION of single-index probes."""
+    arms = [(sql, params) for t in terms for sql, params in t.arms] or [("FALSE", [])]
+    union = " UNION ".join(
+        f"SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql}" for sql, _ in arms
+    )
+    tail = f" LIMIT {int(limit)}" if limit is not None else ""
+    return f"{union}{tail}", [p for _, params in arms for p in [ns, *params]]
 
 
 def _unquote(rendered: str) -> tuple[str, bool] | None:
@@ -139,22 +155,32 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
         rank_params.append(cjk)
     if not preds:
         return TermSql(term, "FALSE")
+    arms: list[tuple[str, list[Any]]] = []
+    at = 0
+    for pred in preds:
+        count = pred.count("%s")
+        arms.append((pred, params[at : at + count]))
+        at += count
     return TermSql(
         term,
         "(" + " OR ".join(preds) + ")",
         params,
         " + ".join(ranks),
         rank_params,
+        arms,
     )
 
 
-def tree_sql(node: Node) -> tuple[str, list[Any]]:
-    """The boolean predicate of a query tree (``not``: first child and none of the rest)."""
+def tree_sql(node: Node, substrings: set[Term] | None = None) -> tuple[str, list[Any]]:
+    """The boolean predicate of a query tree (``not``: first child and none of the rest).
+
+    ``substrings``: the terms that may use the trigram index (None: every term).
+    """
     if node.op == "term":
         assert node.term is not None
-        t = term_sql(node.term)
+        t = term_sql(node.term, substrings=substrings is None or node.term in substrings)
         return t.pred, t.params
-    parts = [tree_sql(child) for child in node.children]
+    parts = [tree_sql(child, substrings) for child in node.children]
     params = [p for _, ps in parts for p in ps]
     if node.op == "or":
         return "(" + " OR ".join(s for s, _ in parts) + ")", params
@@ -189,6 +215,13 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     if filters.exclude_session_ids:
         clauses.append("NOT (m.session_id = ANY(%s))")
         params.append(list(filters.exclude_session_ids))
+    for tool in filters.hidden_tools:
+        clauses.append("(m.tool_name IS NULL OR m.tool_name <> %s)")
+        clauses.append(
+            "NOT (m.tool_calls IS NOT NULL AND coalesce(m.content, '') = '' "
+            "AND strpos(m.tool_calls, %s) > 0)"
+        )
+        params.extend([tool, tool_call_pattern(tool)])
     if filters.hide_live:
         # The live rows of the current conversation are in the model's context already.
         clauses.append("NOT (m.active = 1 AND m.session_id = ANY(%s))")
@@ -206,14 +239,10 @@ def _word_found(conn: Conn, ns: str, terms: Sequence[Term]) -> set[Term]:
     """The terms among ``terms`` that the tenant's word index holds at least once."""
     if not terms:
         return set()
-    checks = [term_sql(t, substrings=False) for t in terms]
+    checks = [any_of(ns, [term_sql(t, substrings=False)]) for t in terms]
     row = conn.execute(
-        "SELECT "
-        + ", ".join(
-            f"EXISTS (SELECT 1 FROM messages m WHERE m.namespace = %s AND {c.pred}) AS w{i}"
-            for i, c in enumerate(checks)
-        ),
-        [p for c in checks for p in [ns, *c.params]],
+        "SELECT " + ", ".join(f"EXISTS ({sql}) AS w{i}" for i, (sql, _) in enumerate(checks)),
+        [p for _, params in checks for p in params],
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     return {t for i, t in enumerate(terms) if row[f"w{i}"]}
@@ -225,15 +254,12 @@ def _statistics(conn: Conn, ns: str, terms: Sequence[TermSql]) -> tuple[list[int
     The size comes from the sessions' counters: reading them is far cheaper than
     counting messages.
     """
-    counts = [
-        f"(SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.namespace = %s "
-        f"AND {t.pred} LIMIT {COMMON_DF}) x{i}) AS d{i}"
-        for i, t in enumerate(terms)
-    ]
+    probes = [any_of(ns, [t], COMMON_DF) for t in terms]
+    counts = [f"(SELECT count(*) FROM ({sql}) x{i}) AS d{i}" for i, (sql, _) in enumerate(probes)]
     row = conn.execute(
         "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
         f"AS total{''.join(', ' + c for c in counts)}",
-        [ns, *(p for t in terms for p in [ns, *t.params])],
+        [ns, *(p for _, params in probes for p in params)],
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     return [int(row[f"d{i}"]) for i in range(len(terms))], int(row["total"])
@@ -387,11 +413,38 @@ def _score(
 def collect_candidates(
     conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
 ) -> list[Candidate]:
-    """The rows matching ``compiled`` under ``filters``: ranked, or newest/oldest first."""
+    """The rows matching ``compiled`` under ``filters``: ranked, or newest/oldest first.
+
+    The work is bounded (:mod:`memstrata.store.postgres.bounds`): the query's terms are
+    capped, few of them scan for substrings, and every statement has a timeout.
+    """
+    compiled = bound_query(compiled)
     if compiled.tree is None:
         return []
+    previous = conn.execute("SELECT current_setting('statement_timeout') AS t").fetchone()
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{SEARCH_TIMEOUT_MS}ms",))
+    try:
+        return _collect(conn, ns, compiled, filters, k=k, order=order)
+    except psycopg.errors.QueryCanceled as exc:
+        raise SessionStoreError(
+            f"The search ran past its {SEARCH_TIMEOUT_MS / 1000:g} s bound and was stopped. "
+            "Search with fewer, more specific words."
+        ) from exc
+    finally:
+        if previous is not None and conn.info.transaction_status != _FAILED:
+            conn.execute("SELECT set_config('statement_timeout', %s, true)", (previous["t"],))
+
+
+_FAILED = psycopg.pq.TransactionStatus.INERROR
+
+
+def _collect(
+    conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
+) -> list[Candidate]:
+    assert compiled.tree is not None
     where, params = filter_sql(ns, filters)
-    pred, pred_params = tree_sql(compiled.tree)
+    allowed = substring_budget(list(dict.fromkeys(compiled.tree.terms())))
+    pred, pred_params = tree_sql(compiled.tree, allowed)
     if order != "rank":
         direction = "DESC" if order == "newest" else "ASC"
         rows = conn.execute(
@@ -406,10 +459,11 @@ def collect_candidates(
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
         # term only when the word index does not know the term at all.
-        known = _word_found(conn, ns, [t for t in positives if t.trigram and t.word])
-        renders = [term_sql(t, substrings=t not in known) for t in positives]
+        probed = [t for t in positives if t.trigram and t.word and t in allowed]
+        known = _word_found(conn, ns, probed)
+        renders = [term_sql(t, substrings=t in allowed and t not in known) for t in positives]
     else:
-        renders = [term_sql(t) for t in positives]
+        renders = [term_sql(t, substrings=t in allowed) for t in positives]
     terms = [t for t in renders if t.pred != "FALSE"]
     if not terms:
         return []
@@ -433,12 +487,13 @@ def collect_candidates(
     common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
     found: list[dict[str, Any]] = []
     if rare:
-        ors = " OR ".join(t.pred for t in rare)
+        # The rare terms' rows through their indexes, one probe per index and term.
+        ids, id_params = any_of(ns, rare)
         found = _ranked_rows(
             conn,
             ns,
-            f"{where} AND ({ors})",
-            [*params, *(p for t in rare for p in t.params)],
+            f"{where} AND m.id = ANY(ARRAY({ids}))",
+            [*params, *id_params],
             COMMON_DF * len(rare),
             terms,
             total=total,

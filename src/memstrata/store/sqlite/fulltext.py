@@ -3,11 +3,13 @@
 A query is compiled once (:mod:`memstrata.query.compile`) into one MATCH expression per
 index. Each index answers with a bounded candidate list (its best ``k`` rows by BM25, all
 filters applied inside the same SQL, so a filter never empties a truncated list), and
-the lists are fused by scaling each index's BM25 to its own best hit (1.0) and summing
-per message. BM25 values from different indexes are not on one scale (different
-vocabularies and document frequencies); scaling makes "the best hit of the bigram index"
-and "the best hit of the word index" count the same, and a message found by two indexes
-gets the evidence of both. Reciprocal rank fusion was measured as well and lost (see
+the lists are fused by summing each message's BM25 over the indexes and scaling the
+query once, so that its best message scores 1.0. The indexes hold disjoint evidence (the
+bigram index serves CJK text, the trigram index only terms the word index does not
+know), so the sum counts each matched term once, by its rarity in the index that holds
+it: ten rare Chinese bigrams outweigh one English name. Scaling each index to its own
+best hit (the previous fusion) made one word of the word index weigh as much as all the
+bigram evidence together. Reciprocal rank fusion was measured as well and lost (see
 ``benchmarks/results/recall.md``): it throws away how far apart the scores are.
 
 What a search does with the candidates (dates, fallback, grouping, hits) is the same on
@@ -23,7 +25,7 @@ from typing import Any, Literal
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Index, Node, Term
-from memstrata.query.filters import Filters
+from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
 from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF
@@ -44,7 +46,7 @@ COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
 # In the "every common term" step, a term in more than this share of the rows is checked
 # on the text of the other terms' AND instead of being walked (see _holding_every).
 _AND_DENSE = 0.1
-Fusion = Literal["scaled", "rrf"]
+Fusion = Literal["evidence", "scaled", "rrf"]
 Order = Literal["rank", "newest", "oldest"]
 
 _TABLES: dict[Index, str] = {
@@ -72,6 +74,13 @@ def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
             marks = ", ".join("?" for _ in values)
             clauses.append(f"{column} {'NOT IN' if negate else 'IN'} ({marks})")
             params.extend(values)
+    for tool in filters.hidden_tools:
+        clauses.append("(m.tool_name IS NULL OR m.tool_name <> ?)")
+        clauses.append(
+            "NOT (m.tool_calls IS NOT NULL AND coalesce(m.content, '') = '' "
+            "AND instr(m.tool_calls, ?) > 0)"
+        )
+        params.extend([tool, tool_call_pattern(tool)])
     if filters.hide_live:
         # The live rows of the current conversation are in the model's context already.
         marks = ", ".join("?" for _ in filters.hide_live)
@@ -418,7 +427,7 @@ def collect_candidates(
     *,
     k: int = CANDIDATES,
     order: Literal["rank", "newest", "oldest"] = "rank",
-    fusion: Fusion = "scaled",
+    fusion: Fusion = "evidence",
     indexes: Sequence[Index] | None = None,
     bounded: bool = True,
 ) -> list[Candidate]:
@@ -463,7 +472,7 @@ def collect_candidates(
             rows = _index_candidates(conn, index, match, filters, k, order)
         if not rows:
             continue
-        # bm25() is negative, best most negative; rescale so this index's best is 1.0.
+        # bm25() is negative, best most negative.
         best = min(r[3] for r in rows)
         ranked = sorted(rows, key=lambda r: r[3])
         for rank, (mid, sid, ts, bm) in enumerate(ranked):
@@ -475,9 +484,17 @@ def collect_candidates(
                 continue
             if fusion == "rrf":
                 cand.score += 1.0 / (60 + rank + 1)
-            else:
+            elif fusion == "scaled":
                 cand.score += bm / best if best < 0 else 0.0
+            else:
+                cand.score -= bm
     cands = list(found.values())
+    if order == "rank" and fusion == "evidence":
+        # One scale for the whole query: the best message scores 1.0 (what dates,
+        # vectors and sub-queries are weighed against), every other keeps its share.
+        top = max((c.score for c in cands), default=0.0)
+        for cand in cands:
+            cand.score = cand.score / top if top > 0 else 0.0
     if order == "rank":
         cands.sort(key=lambda c: (-c.score, -c.id))
     else:

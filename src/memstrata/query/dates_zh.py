@@ -1,0 +1,172 @@
+"""Dates named in Chinese: the windows of ``5月2日``, ``去年圣诞节``, ``上周二``.
+
+A Chinese question names a day without its year far more often than an English one
+(``5月2号那天我们聊了什么？``), names holidays, and counts from today (``上周二``,
+``去年圣诞节``, ``昨天``). Each form becomes a :class:`~memstrata.query.dates.DateWindow`
+as the English forms do: a day or month of no year is that day or month of every year
+the store covers; a relative date is read against ``now`` (the moment the question is
+asked). Every Chinese form stays in the keyword query as well (``literal``): messages
+quote such dates in the same words (``我们决定下周二迁移``).
+
+Lunar holidays (春节, 中秋) move with the lunar calendar and are left to the keyword
+search.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from memstrata.query.dates import DateWindow, _span
+
+__all__ = ["HOLIDAYS", "chinese_dates", "chinese_number"]
+
+# Fixed-date holidays: (month, day).
+HOLIDAYS: dict[str, tuple[int, int]] = {
+    "圣诞节": (12, 25),
+    "圣诞": (12, 25),
+    "平安夜": (12, 24),
+    "元旦": (1, 1),
+    "情人节": (2, 14),
+    "妇女节": (3, 8),
+    "植树节": (3, 12),
+    "愚人节": (4, 1),
+    "劳动节": (5, 1),
+    "五一": (5, 1),
+    "儿童节": (6, 1),
+    "六一": (6, 1),
+    "教师节": (9, 10),
+    "国庆节": (10, 1),
+    "国庆": (10, 1),
+    "万圣节": (10, 31),
+}
+_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_NUM = r"(?:\d{1,2}|[一二三四五六七八九十]{1,3})"
+_YEARS = {"前年": -2, "去年": -1, "今年": 0, "明年": 1}
+_REL_YEAR = "(?P<rel>" + "|".join(_YEARS) + ")"
+_HOLIDAY = "(?P<h>" + "|".join(sorted(HOLIDAYS, key=len, reverse=True)) + ")"
+_WEEKS = {"上上": -2, "上": -1, "这": 0, "本": 0, "下": 1}
+_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_DAYS = {"前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0}
+_MONTHS_REL = {"上个月": -1, "上月": -1, "这个月": 0, "本月": 0, "下个月": 1, "下月": 1}
+
+# Longest forms first; a match claims its span.
+_FORMS: list[tuple[str, re.Pattern[str]]] = [
+    ("rel_day", re.compile(_REL_YEAR + f"(?P<m>{_NUM})月(?P<d>{_NUM})[日号]")),
+    ("rel_month", re.compile(_REL_YEAR + f"(?P<m>{_NUM})月(?!份?[\\d一二三四五六七八九十])")),
+    ("rel_holiday", re.compile(_REL_YEAR + "的?" + _HOLIDAY)),
+    ("day", re.compile(f"(?<![\\d年])(?P<m>{_NUM})月(?P<d>{_NUM})[日号]")),
+    (
+        "weekday",
+        re.compile("(?P<w>上上|上|这|本|下)(?:个)?(?:周|星期|礼拜)(?P<d>[一二三四五六日天])"),
+    ),
+    ("week", re.compile("(?P<w>上上|上|这|本|下)(?:个)?(?:周|星期|礼拜)(?![一二三四五六日天末])")),
+    ("rel_month_word", re.compile("|".join(_MONTHS_REL))),
+    ("rel_days", re.compile("|".join(_DAYS))),
+    ("holiday", re.compile(_HOLIDAY)),
+    ("rel_year", re.compile(_REL_YEAR)),
+    # A month of no year: digits or numerals before 月, not a count (3个月) nor a date
+    # already read above.
+    ("month", re.compile(f"(?<![\\d年个])(?P<m>{_NUM})月(?!份?[\\d一二三四五六七八九十])")),
+]
+
+
+def chinese_number(text: str) -> int | None:
+    """1-31 written in digits or numerals (五, 十二, 二十五, 三十一); None otherwise."""
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        high = _DIGITS.get(tens, -1) if tens else 1
+        low = _DIGITS.get(ones, -1) if ones else 0
+        return high * 10 + low if high > 0 and low >= 0 else None
+    if len(text) == 1 and text in _DIGITS:
+        return _DIGITS[text] or None
+    return None
+
+
+def _day(text: str, moment: datetime) -> DateWindow:
+    start = datetime(moment.year, moment.month, moment.day)
+    return DateWindow(text, *_span(start, start + timedelta(days=1)), literal=True)
+
+
+def _month(text: str, year: int, month: int) -> DateWindow:
+    first = datetime(year, month, 1)
+    last = datetime(year + (month == 12), month % 12 + 1, 1)
+    return DateWindow(text, *_span(first, last), literal=True)
+
+
+def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
+    text = match.group(0)
+    groups = match.groupdict()
+    year = now.year + _YEARS[groups["rel"]] if groups.get("rel") else None
+    month = chinese_number(groups["m"]) if groups.get("m") else None
+    day = chinese_number(groups["d"]) if kind in ("rel_day", "day") else None
+    try:
+        if kind == "rel_day":
+            assert year is not None and month is not None and day is not None
+            return _day(text, datetime(year, month, day))
+        if kind == "rel_month":
+            assert year is not None and month is not None
+            return _month(text, year, month)
+        if kind == "rel_holiday":
+            assert year is not None
+            return _day(text, datetime(year, *HOLIDAYS[groups["h"]]))
+        if kind == "day":
+            if month is None or day is None:
+                return None
+            datetime(2024, month, day)  # a leap year: 2月29日 is a day, 2月30日 is not
+            return DateWindow(text, month=month, day=day, literal=True)
+        if kind == "holiday":
+            hol_month, hol_day = HOLIDAYS[groups["h"]]
+            return DateWindow(text, month=hol_month, day=hol_day, literal=True)
+        if kind == "month":
+            if month is None or not 1 <= month <= 12:
+                return None
+            return DateWindow(text, month=month, literal=True)
+        if kind == "rel_year":
+            assert year is not None
+            return DateWindow(
+                text, *_span(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
+            )
+        if kind == "rel_days":
+            return _day(text, now + timedelta(days=_DAYS[text]))
+        if kind == "rel_month_word":
+            index = now.year * 12 + now.month - 1 + _MONTHS_REL[text]
+            return _month(text, index // 12, index % 12 + 1)
+        monday = datetime(now.year, now.month, now.day) - timedelta(days=now.weekday())
+        monday += timedelta(weeks=_WEEKS[groups["w"]])
+        if kind == "weekday":
+            return _day(text, monday + timedelta(days=_WEEKDAY[groups["d"]]))
+        return DateWindow(text, *_span(monday, monday + timedelta(days=7)), literal=True)
+    except (ValueError, TypeError):  # 2月30日, 13月: not a date, the words stay keywords
+        return None
+
+
+def chinese_dates(text: str, now: datetime) -> Iterator[tuple[DateWindow, int, int]]:
+    """Each Chinese date of ``text`` with its span (start, end) in ``text``, in the order
+    of :data:`_FORMS` (longest forms first; a shorter form inside a longer one is not
+    read again)."""
+    taken: list[tuple[int, int]] = []
+    for kind, pattern in _FORMS:
+        for match in pattern.finditer(text):
+            if any(match.start() < end and start < match.end() for start, end in taken):
+                continue
+            window = _window(kind, match, now)
+            if window is not None:
+                taken.append((match.start(), match.end()))
+                yield window, match.start(), match.end()

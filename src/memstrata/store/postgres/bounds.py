@@ -1,0 +1,91 @@
+"""Bounds on the work one search may cost PostgreSQL.
+
+A ``session_search`` query is up to 2,000 characters the model (or whoever steered it)
+chose. Compiled, a run of CJK text is ~2,000 ORed bigrams and a list of identifiers is
+hundreds of phrase-and-substring terms; PostgreSQL plans one index probe, one count and
+one rank expression per term, and such queries took 11-17 s on 20,000 messages where
+SQLite's FTS5 took 0.17 s. Three bounds keep every query in the same range as a normal
+question:
+
+* at most :data:`MAX_TERMS` terms reach SQL. A natural query (an OR of terms) keeps its
+  longest terms, which are the rarest and carry the ranking, in the order written; an
+  explicit boolean query keeps its first terms in reading order, so AND/OR/NOT keep
+  their meaning over what is kept;
+* at most :data:`MAX_SUBSTRING_TERMS` of them may also scan the trigram index (the
+  costliest probe: a substring of common trigrams rechecks many rows);
+* every search statement runs under ``SET LOCAL statement_timeout``
+  (:data:`SEARCH_TIMEOUT_MS`), so nothing the caps miss can hold a connection longer.
+
+The caps change what a pathological query matches (its first or longest terms), never
+what a question of normal length matches: natural questions have well under
+:data:`MAX_TERMS` terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Final
+
+from memstrata.query.compile import CompiledQuery, Node, Term
+
+__all__ = [
+    "MAX_SUBSTRING_TERMS",
+    "MAX_TERMS",
+    "SEARCH_TIMEOUT_MS",
+    "bound_query",
+    "substring_budget",
+]
+
+MAX_TERMS: Final = 16
+MAX_SUBSTRING_TERMS: Final = 4
+SEARCH_TIMEOUT_MS: Final = 5_000
+
+
+def _prune(node: Node, keep: set[int], seen: list[int]) -> Node | None:
+    """``node`` with only the term leaves whose reading-order index is in ``keep``."""
+    if node.op == "term":
+        index = len(seen)
+        seen.append(index)
+        return node if index in keep else None
+    children = [_prune(child, keep, seen) for child in node.children]
+    if node.op == "not":
+        head, rest = children[0], [c for c in children[1:] if c is not None]
+        if head is None:
+            return None
+        return replace(node, children=(head, *rest)) if rest else head
+    kept = tuple(c for c in children if c is not None)
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else replace(node, children=kept)
+
+
+def _leaves(node: Node) -> list[Term]:
+    if node.term is not None:
+        return [node.term]
+    return [t for child in node.children for t in _leaves(child)]
+
+
+def bound_query(compiled: CompiledQuery, max_terms: int = MAX_TERMS) -> CompiledQuery:
+    """``compiled`` with at most ``max_terms`` terms in its tree (itself when within).
+
+    A natural query keeps its longest terms (ties: the first written); an explicit one
+    its first terms in reading order.
+    """
+    tree = compiled.tree
+    if tree is None:
+        return compiled
+    leaves = _leaves(tree)
+    if len(leaves) <= max_terms:
+        return compiled
+    order = list(range(len(leaves)))
+    if compiled.leaves is not None:  # a natural query: an OR of terms
+        order.sort(key=lambda i: (-len(leaves[i].text), i))
+    keep = set(order[:max_terms])
+    return replace(compiled, tree=_prune(tree, keep, []))
+
+
+def substring_budget(terms: list[Term], limit: int = MAX_SUBSTRING_TERMS) -> set[Term]:
+    """The terms (at most ``limit``, longest first) allowed to scan the trigram index."""
+    candidates = [t for t in terms if t.trigram]
+    ranked = sorted(range(len(candidates)), key=lambda i: (-len(candidates[i].text), i))
+    return {candidates[i] for i in ranked[:limit]}
