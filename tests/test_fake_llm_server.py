@@ -498,7 +498,11 @@ def python_blocks(doc: str) -> list[str]:
 
 def test_testing_doc_example_runs() -> None:
     """The runnable example in docs/testing.md passes against the fake server."""
-    example = next(block for block in python_blocks("testing.md") if "def test_" in block)
+    example = next(
+        block
+        for block in python_blocks("testing.md")
+        if "def test_" in block and "fake_llm" in block
+    )
     namespace: dict[str, Any] = {}
     exec(compile(example, "docs/testing.md", "exec"), namespace)
     tests = [name for name in namespace if name.startswith("test_")]
