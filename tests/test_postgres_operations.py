@@ -48,7 +48,9 @@ def test_a_stopped_server_is_one_line_within_two_seconds_from_every_command(
         assert seconds <= 2.0, (args, seconds)
         messages.add(lines[0])
     (line,) = messages
-    assert line.startswith("Error: Cannot connect to PostgreSQL at postgresql://someone:")
+    assert line.startswith(
+        "Error: Cannot connect to PostgreSQL at postgresql://someone:[REDACTED]@"
+    )
     assert "Connection refused" in line and "s3cret" not in line
     assert "memstrata help postgres" in line
 
