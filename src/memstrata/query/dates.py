@@ -18,8 +18,10 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from memstrata.query.date_window import DAY_MARGIN, DateWindow, widened
+from memstrata.query.dates_zh import chinese_dates
 
 __all__ = [
     "DAY_MARGIN",
@@ -31,7 +33,6 @@ __all__ = [
     "strip_dates",
 ]
 
-DAY_MARGIN = timedelta(days=1)
 
 _MONTHS = {
     name.lower(): i
@@ -73,44 +74,6 @@ _FORMS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
-@dataclass(frozen=True)
-class DateWindow:
-    """A span of time named by a question: ``start <= t < end`` (Unix seconds).
-
-    ``month`` set (and ``start``/``end`` None) means "that month of any year"; ``month``
-    and ``day`` set, "that day of any year" (``5月2日``, ``圣诞节``).
-    """
-
-    text: str
-    start: float | None = None
-    end: float | None = None
-    month: int | None = None
-    day: int | None = None
-    # Written as digits (2023-07-07, 2023年7月7日): such a string is also searched as
-    # text, since logs and notes quote dates that way.
-    literal: bool = False
-
-    def contains(self, timestamp: float) -> bool:
-        """True when ``timestamp`` falls inside the window."""
-        if self.month is not None:
-            moment = datetime.fromtimestamp(timestamp)
-            if self.day is not None:
-                near = (moment - DAY_MARGIN, moment, moment + DAY_MARGIN)
-                return any((d.month, d.day) == (self.month, self.day) for d in near)
-            # The margin applies to a bare month too: the 1st at 00:30 may be the 31st.
-            return self.month in {
-                (moment - DAY_MARGIN).month,
-                moment.month,
-                (moment + DAY_MARGIN).month,
-            }
-        assert self.start is not None and self.end is not None
-        return self.start <= timestamp < self.end
-
-
-def _span(first: datetime, last: datetime) -> tuple[float, float]:
-    return (first - DAY_MARGIN).timestamp(), (last + DAY_MARGIN).timestamp()
-
-
 def _window(kind: str, match: re.Match[str]) -> DateWindow | None:
     groups = match.groupdict()
     text = match.group(0)
@@ -124,24 +87,24 @@ def _window(kind: str, match: re.Match[str]) -> DateWindow | None:
             if kind == "iso_month":
                 first = datetime(year, month_number, 1)
                 last = datetime(year + (month_number == 12), month_number % 12 + 1, 1)
-                return DateWindow(text, *_span(first, last), literal=True)
+                return DateWindow(text, *widened(first, last), literal=True)
             day = datetime(year, month_number, int(groups["d"]))
-            return DateWindow(text, *_span(day, day + timedelta(days=1)), literal=True)
+            return DateWindow(text, *widened(day, day + timedelta(days=1)), literal=True)
         if kind == "year":
-            return DateWindow(text, *_span(datetime(year, 1, 1), datetime(year + 1, 1, 1)))
+            return DateWindow(text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)))
         if kind == "month":
             month = _MONTHS[groups["m"].lower()]
             first = datetime(year, month, 1)
             last = datetime(year + (month == 12), month % 12 + 1, 1)
-            return DateWindow(text, *_span(first, last))
+            return DateWindow(text, *widened(first, last))
         if kind == "day":
             day = datetime(year, _MONTHS[groups["m"].lower()], int(groups["d"]))
-            return DateWindow(text, *_span(day, day + timedelta(days=1)))
+            return DateWindow(text, *widened(day, day + timedelta(days=1)))
         first = datetime(year, _MONTHS[groups["m1"].lower()], int(groups["d1"]))
         last = datetime(year, _MONTHS[groups["m2"].lower()], int(groups["d2"]))
         if last < first:
             first, last = last, first
-        return DateWindow(text, *_span(first, last + timedelta(days=1)))
+        return DateWindow(text, *widened(first, last + timedelta(days=1)))
     except ValueError:  # "31 February": not a date, leave the words to the keyword search
         return None
 
@@ -157,8 +120,6 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     ``昨天``, ``前天``, ``上个月``, ``去年``. English relative dates ("last week") are left
     to the keyword search.
     """
-    from memstrata.query.dates_zh import chinese_dates  # it builds on this module's windows
-
     found: list[DateWindow] = []
     taken: list[tuple[int, int]] = []
     for named, start, end in chinese_dates(text, now or datetime.now()):
@@ -184,7 +145,7 @@ def month_spans(month: int, first: float, last: float) -> list[tuple[float, floa
     for year in range(datetime.fromtimestamp(first).year, datetime.fromtimestamp(last).year + 1):
         start = datetime(year, month, 1)
         end = datetime(year + (month == 12), month % 12 + 1, 1)
-        spans.append(_span(start, end))
+        spans.append(widened(start, end))
     return spans
 
 
@@ -213,7 +174,7 @@ def day_spans(month: int, day: int, first: float, last: float) -> list[tuple[flo
             start = datetime(year, month, day)
         except ValueError:
             continue
-        spans.append(_span(start, start + timedelta(days=1)))
+        spans.append(widened(start, start + timedelta(days=1)))
     return spans
 
 

@@ -2,7 +2,7 @@
 
 A Chinese question names a day without its year far more often than an English one
 (``5月2号那天我们聊了什么？``), names holidays, and counts from today (``上周二``,
-``去年圣诞节``, ``昨天``). Each form becomes a :class:`~memstrata.query.dates.DateWindow`
+``去年圣诞节``, ``昨天``). Each form becomes a :class:`~memstrata.query.date_window.DateWindow`
 as the English forms do: a day or month of no year is that day or month of every year
 the store covers; a relative date is read against ``now`` (the moment the question is
 asked). Every Chinese form stays in the keyword query as well (``literal``): messages
@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-from memstrata.query.dates import DateWindow, _span
+from memstrata.query.date_window import DateWindow, widened
 
 __all__ = ["HOLIDAYS", "chinese_dates", "chinese_number"]
 
@@ -101,13 +101,13 @@ def chinese_number(text: str) -> int | None:
 
 def _day(text: str, moment: datetime) -> DateWindow:
     start = datetime(moment.year, moment.month, moment.day)
-    return DateWindow(text, *_span(start, start + timedelta(days=1)), literal=True)
+    return DateWindow(text, *widened(start, start + timedelta(days=1)), literal=True)
 
 
 def _month(text: str, year: int, month: int) -> DateWindow:
     first = datetime(year, month, 1)
     last = datetime(year + (month == 12), month % 12 + 1, 1)
-    return DateWindow(text, *_span(first, last), literal=True)
+    return DateWindow(text, *widened(first, last), literal=True)
 
 
 def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
@@ -141,7 +141,7 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
         if kind == "rel_year":
             assert year is not None
             return DateWindow(
-                text, *_span(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
+                text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
             )
         if kind == "rel_days":
             return _day(text, now + timedelta(days=_DAYS[text]))
@@ -152,7 +152,7 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
         monday += timedelta(weeks=_WEEKS[groups["w"]])
         if kind == "weekday":
             return _day(text, monday + timedelta(days=_WEEKDAY[groups["d"]]))
-        return DateWindow(text, *_span(monday, monday + timedelta(days=7)), literal=True)
+        return DateWindow(text, *widened(monday, monday + timedelta(days=7)), literal=True)
     except (ValueError, TypeError):  # 2月30日, 13月: not a date, the words stay keywords
         return None
 
