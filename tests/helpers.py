@@ -128,3 +128,16 @@ def hermes_venv() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a memstrata subprocess: this one's, with no model or memstrata
+    settings leaking in, pointed at ``home``, plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "ANTHROPIC_", "MEMSTRATA_"))
+    }
+    env["MEMSTRATA_HOME"] = str(home)
+    env.update(extra)
+    return env

@@ -15,19 +15,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from helpers import record
+from helpers import record, subprocess_env
 
 BIN = Path(sys.executable).parent
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "MEMSTRATA_"))
-    }
-    env["MEMSTRATA_HOME"] = str(home)
-    return env
 
 
 def run_umask0(home: Path, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,7 +25,7 @@ def run_umask0(home: Path, *argv: str, cwd: Path | None = None) -> subprocess.Co
     exe = str(BIN / argv[0]) if argv[0] in ("memstrata", "python") else argv[0]
     return subprocess.run(
         [exe, *argv[1:]],
-        env=_env(home),
+        env=subprocess_env(home),
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from helpers import subprocess_env
 from memstrata import SessionStore
 from memstrata.cli import cli
 from memstrata.errors import ConfigError
@@ -34,18 +35,6 @@ from memstrata.tools.toolbox import Toolbox
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 DEPLOY_TEXT = "Deploy with ops/kestrel-deploy.sh after the canary passes."
 SAMPLED = "The kestrel service ships via ops/kestrel-deploy.sh."
-
-
-def server_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a server subprocess: this one's, pointed at ``home``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "MEMSTRATA_"))
-    }
-    env["MEMSTRATA_HOME"] = str(home)
-    env.update(extra)
-    return env
 
 
 def seed_store(home: Path) -> None:
@@ -65,7 +54,7 @@ def stdio(home: Path, *args: str, **env: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "memstrata", "mcp", *args],
-        env=server_env(home, **env),
+        env=subprocess_env(home, **env),
     )
 
 
@@ -106,7 +95,7 @@ class HttpServer:
                 str(self.port),
                 *args,
             ],
-            env=server_env(home, **env),
+            env=subprocess_env(home, **env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -515,7 +504,7 @@ def test_docs_example_runs_and_prints_what_the_page_says(memstrata_home: Path) -
     expected = section.split("```text\n", 1)[1].split("```", 1)[0]
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        env=server_env(memstrata_home),
+        env=subprocess_env(memstrata_home),
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,7 +9,6 @@ requests without or with a wrong token.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import stat
 import subprocess
@@ -26,7 +25,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from helpers import record
+from helpers import record, subprocess_env
 from memstrata.mcp.guard import Policy, allowed_hosts, is_loopback
 
 BIN = Path(sys.executable).parent
@@ -42,17 +41,6 @@ INIT = {
 }
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "MEMSTRATA_"))
-    }
-    env["MEMSTRATA_HOME"] = str(home)
-    env.update(extra)
-    return env
-
-
 def _free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
@@ -62,7 +50,7 @@ def _free_port(host: str) -> int:
 def memstrata(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "memstrata"), *args],
-        env=_env(home, **env),
+        env=subprocess_env(home, **env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -88,7 +76,7 @@ class Server:
                 "--port",
                 str(self.port),
             ],
-            env=_env(home, **env),
+            env=subprocess_env(home, **env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -305,7 +293,7 @@ def test_mcp_token_is_generated_once_private_and_rotated(tmp_path: Path) -> None
     script = f"umask 0; exec {BIN / 'memstrata'} mcp token"
     first = subprocess.run(
         ["sh", "-c", script],
-        env=_env(home),
+        env=subprocess_env(home),
         capture_output=True,
         text=True,
         check=False,
