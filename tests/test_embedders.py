@@ -302,15 +302,14 @@ def test_sessions_embed_command_works_under_a_dsn(
 ) -> None:
     """PostgreSQL keeps vectors too: `sessions embed` fills them and hybrid recall reads them."""
     import json
-    import uuid
 
     from click.testing import CliRunner
 
-    from helpers import PG_DSN
+    from conftest import PG_DSN, fresh_namespace
     from memstrata.cli import cli
     from memstrata.store.postgres import PostgresSessionStore
 
-    tenant = f"t-{uuid.uuid4().hex[:16]}"
+    tenant = fresh_namespace()
     for key, value in {
         "STORE__DSN": PG_DSN,
         "STORE__NAMESPACE": tenant,
