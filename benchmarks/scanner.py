@@ -120,19 +120,27 @@ class Baseline:
 
     def run(self, texts: list[str], scope: str, repeat: int) -> dict[str, Any]:
         env = {**os.environ, "PYTHONPATH": str(Path(self._dir.name) / "src")}
-        proc = subprocess.run(
-            [sys.executable, "-c", BASELINE_HARNESS],
-            input=json.dumps({"texts": texts, "scope": scope, "repeat": repeat}),
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=3600,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"baseline harness failed:\n{proc.stderr[-2000:]}")
-        result: dict[str, Any] = json.loads(proc.stdout)
-        return result
+        job = {"texts": texts, "scope": scope, "repeat": repeat}
+        return run_harness("baseline", sys.executable, BASELINE_HARNESS, job, env)
+
+
+def run_harness(
+    name: str, python: str, code: str, job: dict[str, Any], env: dict[str, str]
+) -> dict[str, Any]:
+    """Run a harness script in ``python`` with ``job`` as JSON on stdin; its JSON result."""
+    proc = subprocess.run(
+        [python, "-c", code],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} harness failed:\n{proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
 
 
 def refusal_ms(repeat: int) -> dict[str, float]:
@@ -194,19 +202,8 @@ def rates(found: list[list[str]], attacks: int) -> tuple[float, float]:
 def run_hermes(python: str, texts: list[str], scope: str, repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "HERMES_HOME": home}
-        proc = subprocess.run(
-            [python, "-c", HERMES_HARNESS],
-            input=json.dumps({"texts": texts, "scope": scope, "repeat": repeat}),
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=3600,
-        )
-    if proc.returncode != 0:
-        raise RuntimeError(f"Hermes harness failed:\n{proc.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+        job = {"texts": texts, "scope": scope, "repeat": repeat}
+        return run_harness("Hermes", python, HERMES_HARNESS, job, env)
 
 
 def _table(
