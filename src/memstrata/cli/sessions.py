@@ -25,7 +25,6 @@ from memstrata.cli.common import (
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.fileio import open_private_output, refuse_symlink
-from memstrata.ops.forget import resolve_session
 from memstrata.tools.session_search import parse_time
 
 
@@ -127,7 +126,7 @@ def sessions_show(session: str, include_inactive: bool, session_only: bool, as_j
         memstrata sessions show "Kyoto trip #2" --session-only --json
     """
     with open_store() as store:
-        sid = resolve_session(store, session)
+        sid = store.resolve_session(session)
         chain = store.get_compression_chain(sid)
         shown = [sid] if session_only else chain
         infos = {i: store.get_session(i) for i in shown}
@@ -321,7 +320,7 @@ def sessions_export(
         if sessions:
             ids = []
             for ref in sessions:
-                for member in store.get_lineage_ids(resolve_session(store, ref)):
+                for member in store.get_lineage_ids(store.resolve_session(ref)):
                     if member not in ids:
                         ids.append(member)
         handle: TextIO = (
@@ -363,7 +362,7 @@ def sessions_rename(session: str, title: str, as_json: bool) -> None:
         memstrata sessions rename 20250101_1200 "Kyoto trip"
     """
     with open_store() as store:
-        sid = resolve_session(store, session)
+        sid = store.resolve_session(session)
         clean = store.set_session_title(sid, title)
     if as_json:
         echo_json({"id": sid, "title": clean})
@@ -383,7 +382,7 @@ def sessions_delete(session: str, yes: bool, as_json: bool) -> None:
         memstrata sessions delete 20250101_1200 --yes
     """
     with open_store() as store:
-        sid = resolve_session(store, session)
+        sid = store.resolve_session(session)
         if not yes:
             click.confirm(f"Delete session {sid} and its messages?", abort=True)
         deleted = store.delete_session(sid)

@@ -125,7 +125,9 @@ class ForgetReport:
 
 
 def resolve_session(store: SessionStoreContract, ref: str) -> str:
-    """An exact id, a unique id prefix, or a title (its newest ``"#N"`` continuation)."""
+    """An exact id, a unique id prefix, or a title (its newest ``"#N"`` continuation).
+
+    Kept for callers of 0.1; it is :meth:`SessionStoreContract.resolve_session`."""
     return store.resolve_session(ref)
 
 
@@ -207,7 +209,7 @@ def plan_forget(
         raise SessionStoreError("since is after until: swap them.")
     session_ids: list[str] = []
     for ref in sessions:
-        sid = resolve_session(store, ref)
+        sid = store.resolve_session(ref)
         members = store.get_lineage_ids(sid) if whole_conversations else [sid]
         session_ids += [m for m in members if m not in session_ids]
     chosen: set[int] = set()
