@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,49 @@ WALK_WINDOW = 2000
 # walk (scattered heap pages against an id range read in order; measured on the
 # benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
 BITMAP_ROW_COST = 5
+# GIN hands a bitmap at most about this many postings of one term when counting (the
+# server's gin_fuzzy_search_limit, set for the count statement only): far above
+# COMMON_DF, so a count below it is exact and a common term still counts as common.
+GIN_FUZZY_LIMIT = 20 * COMMON_DF
+# The plans search statements need, whatever the planner's statistics say (they may be
+# missing: a server with autovacuum off, a table just bulk-loaded). A sequential scan of
+# a table shared by every tenant is never the right way to search one; counts go through
+# the GIN bitmaps; the newest-first walk reads idx_messages_ns_id backwards.
+SEARCH_PLAN = {"enable_seqscan": "off"}
+PROBE_PLAN = {
+    "enable_indexscan": "off",
+    "enable_indexonlyscan": "off",
+    "gin_fuzzy_search_limit": str(GIN_FUZZY_LIMIT),
+}
+WALK_PLAN = {"enable_bitmapscan": "off", "enable_sort": "off"}
+
+
+@contextmanager
+def planner(conn: Conn, **settings: str) -> Iterator[None]:
+    """Planner settings for the statements inside, restored afterwards (one round trip
+    each way; local to the transaction, so a failed statement cannot leak them)."""
+    names = list(settings)
+    row = conn.execute(
+        "SELECT "
+        + ", ".join(
+            f"current_setting(%s) AS o{i}, set_config(%s, %s, true) AS n{i}"
+            for i in range(len(names))
+        ),
+        [v for name in names for v in (name, name, settings[name])],
+    ).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    previous = [str(row[f"o{i}"]) for i in range(len(names))]
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status != _FAILED:
+            conn.execute(
+                "SELECT "
+                + ", ".join(f"set_config(%s, %s, true) AS r{i}" for i in range(len(names))),
+                [v for name, old in zip(names, previous, strict=True) for v in (name, old)],
+            )
+
+
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 _TEXT = f"({INDEXED_TEXT.replace('coalesce(', 'coalesce(m.')})"
 
@@ -235,34 +279,50 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _word_found(conn: Conn, ns: str, terms: Sequence[Term]) -> set[Term]:
-    """The terms among ``terms`` that the tenant's word index holds at least once."""
-    if not terms:
-        return set()
-    checks = [any_of(ns, [term_sql(t, substrings=False)]) for t in terms]
-    row = conn.execute(
-        "SELECT " + ", ".join(f"EXISTS ({sql}) AS w{i}" for i, (sql, _) in enumerate(checks)),
-        [p for _, params in checks for p in params],
-    ).fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    return {t for i, t in enumerate(terms) if row[f"w{i}"]}
+def _counts(conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> tuple[list[int], int]:
+    """Rows of ``ns`` each arm (one index's predicate) matches, counted up to COMMON_DF,
+    and the tenant's size (from the sessions' counters: far cheaper than a count).
 
-
-def _statistics(conn: Conn, ns: str, terms: Sequence[TermSql]) -> tuple[list[int], int]:
-    """Each term's rows (counted up to COMMON_DF) and the tenant's size, in one statement.
-
-    The size comes from the sessions' counters: reading them is far cheaper than
-    counting messages.
+    Each arm is one GIN probe read through a bitmap that stops at COMMON_DF rows; under
+    :data:`GIN_FUZZY_LIMIT` the index hands a common term's bitmap a random sample
+    instead of every posting, so the count costs the same at 100k and at 10M rows.
     """
-    probes = [any_of(ns, [t], COMMON_DF) for t in terms]
-    counts = [f"(SELECT count(*) FROM ({sql}) x{i}) AS d{i}" for i, (sql, _) in enumerate(probes)]
-    row = conn.execute(
-        "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
-        f"AS total{''.join(', ' + c for c in counts)}",
-        [ns, *(p for _, params in probes for p in params)],
-    ).fetchone()
+    counts = [
+        f"(SELECT count(*) FROM (SELECT FROM messages m WHERE m.namespace = %s AND {sql} "
+        f"LIMIT {COMMON_DF}) x{i}) AS c{i}"
+        for i, (sql, _) in enumerate(arms)
+    ]
+    with planner(conn, **PROBE_PLAN):
+        row = conn.execute(
+            "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions "
+            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in counts)}",
+            [ns, *(p for _, params in arms for p in [ns, *params])],
+        ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
-    return [int(row[f"d{i}"]) for i in range(len(terms))], int(row["total"])
+    return [int(row[f"c{i}"]) for i in range(len(arms))], int(row["total"])
+
+
+def _statistics(
+    conn: Conn, ns: str, terms: Sequence[TermSql], counted: dict[str, int] | None = None
+) -> tuple[list[int], int]:
+    """Each term's rows, counted up to COMMON_DF (the sum of its arms' counts, capped),
+    and the tenant's size. ``counted``: arms already counted, by SQL and parameters.
+
+    Arms that match the same row count it twice: a term found by two indexes in the
+    same rows is rarely rare, and the cap keeps the count bounded.
+    """
+    known = counted or {}
+    arms = [arm for t in terms for arm in t.arms]
+    todo = list({_key(a): a for a in arms if _key(a) not in known}.values())
+    fresh, total = _counts(conn, ns, todo)
+    if counted is not None and "total" in counted and not todo:
+        total = counted["total"]
+    seen = {**known, **{_key(a): c for a, c in zip(todo, fresh, strict=True)}}
+    return [min(COMMON_DF, sum(seen[_key(a)] for a in t.arms)) for t in terms], total
+
+
+def _key(arm: tuple[str, list[Any]]) -> str:
+    return arm[0] + "\x00" + repr(arm[1])
 
 
 def _ranked_rows(
@@ -340,6 +400,13 @@ def _walk_newest(
     matches seen so far estimate how many rows the rest needs, which sizes the next
     window; None means fetching every match through the GIN indexes is cheaper.
     """
+    with planner(conn, **WALK_PLAN):
+        return _walk_windows(conn, ns, where, params, limit, total)
+
+
+def _walk_windows(
+    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+) -> list[int] | None:
     found: list[int] = []
     scanned = 0
     below: int | None = None
@@ -421,18 +488,14 @@ def collect_candidates(
     compiled = bound_query(compiled)
     if compiled.tree is None:
         return []
-    previous = conn.execute("SELECT current_setting('statement_timeout') AS t").fetchone()
-    conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{SEARCH_TIMEOUT_MS}ms",))
     try:
-        return _collect(conn, ns, compiled, filters, k=k, order=order)
+        with planner(conn, statement_timeout=f"{SEARCH_TIMEOUT_MS}ms", **SEARCH_PLAN):
+            return _collect(conn, ns, compiled, filters, k=k, order=order)
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
             f"The search ran past its {SEARCH_TIMEOUT_MS / 1000:g} s bound and was stopped. "
             "Search with fewer, more specific words."
         ) from exc
-    finally:
-        if previous is not None and conn.info.transaction_status != _FAILED:
-            conn.execute("SELECT set_config('statement_timeout', %s, true)", (previous["t"],))
 
 
 _FAILED = psycopg.pq.TransactionStatus.INERROR
@@ -456,18 +519,26 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
+    counted: dict[str, int] | None = None
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
-        # term only when the word index does not know the term at all.
-        probed = [t for t in positives if t.trigram and t.word and t in allowed]
-        known = _word_found(conn, ns, probed)
-        renders = [term_sql(t, substrings=t in allowed and t not in known) for t in positives]
+        # term only when the word index does not know the term at all: the word and CJK
+        # arms are counted first, in the statement that also reads the tenant's size.
+        words = [term_sql(t, substrings=False) for t in positives]
+        arms = list({_key(a): a for w in words for a in w.arms}.values())
+        per_arm, size = _counts(conn, ns, arms)
+        counted = {**{_key(a): c for a, c in zip(arms, per_arm, strict=True)}, "total": size}
+        known = {w.term for w in words if any(counted[_key(a)] for a in w.arms)}
+        renders = [
+            term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
+            for t, w in zip(positives, words, strict=True)
+        ]
     else:
         renders = [term_sql(t, substrings=t in allowed) for t in positives]
     terms = [t for t in renders if t.pred != "FALSE"]
     if not terms:
         return []
-    dfs, total = _statistics(conn, ns, terms)
+    dfs, total = _statistics(conn, ns, terms, counted)
     if compiled.leaves is None:
         # Boolean query: rank its newest BOOLEAN_RANKED matches. With only rare positive
         # terms the matches are few and the indexes find them all.
@@ -553,7 +624,10 @@ class SearchRows(Transaction):
         rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
             "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
-            "JOIN sessions s ON s.namespace = m.namespace AND s.id = m.session_id "
+            # Each hit's session by its key: OFFSET 0 keeps the planner from turning this
+            # into a join that, without statistics, reads every session of the tenant.
+            "CROSS JOIN LATERAL (SELECT source, model, started_at FROM sessions s "
+            "WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s "
             "WHERE m.namespace = %s AND m.id = ANY(%s)",
             (self.ns, list(message_ids)),
         ).fetchall()
