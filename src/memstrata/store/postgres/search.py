@@ -18,6 +18,13 @@ with length normalisation), each term's rank scaled to its best candidate. As on
 candidates are bounded: an OR query scans every row of its rare terms and only the newest
 rows of terms too common to matter; a boolean query ranks its newest ``BOOLEAN_RANKED``
 matches.
+
+Work is bounded before ranking, whatever the statistics say: one statement probes every
+term's indexes for at most ``COMMON_DF`` ids each (a common term's GIN bitmap sampled,
+see ``GIN_FUZZY_LIMIT``), which gives both the counts and, for rare terms, every
+candidate; common terms are walked newest first on the tenant's id index; only the
+chosen candidates are ranked. The plans are pinned with planner settings local to the
+search's transaction, so a table never analyzed is searched the same way.
 """
 
 from __future__ import annotations
@@ -110,20 +117,9 @@ class TermSql:
     params: list[Any] = field(default_factory=list)
     rank: str = "0"
     rank_params: list[Any] = field(default_factory=list)
-    # Each index's predicate on its own: probed one by one (see any_of), every arm uses
+    # Each index's predicate on its own: probed one by one (see _probe), every arm uses
     # its index, where the planner facing their OR often scans the whole tenant.
     arms: list[tuple[str, list[Any]]] = field(default_factory=list)
-
-
-def any_of(ns: str, terms: Sequence[TermSql], limit: int | None = None) -> tuple[str, list[Any]]:
-    """A subquery of the ids of ``ns``'s rows matching any of ``terms`` (at most
-    ``limit``), as a UNION of single-index probes."""
-    arms = [(sql, params) for t in terms for sql, params in t.arms] or [("FALSE", [])]
-    union = " UNION ".join(
-        f"SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql}" for sql, _ in arms
-    )
-    tail = f" LIMIT {int(limit)}" if limit is not None else ""
-    return f"{union}{tail}", [p for _, params in arms for p in [ns, *params]]
 
 
 def _unquote(rendered: str) -> tuple[str, bool] | None:
@@ -279,46 +275,56 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _counts(conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> tuple[list[int], int]:
-    """Rows of ``ns`` each arm (one index's predicate) matches, counted up to COMMON_DF,
-    and the tenant's size (from the sessions' counters: far cheaper than a count).
+def _probe(
+    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]
+) -> tuple[list[list[int]], int]:
+    """The ids of ``ns``'s rows each arm (one index's predicate) matches, at most
+    COMMON_DF of them, and the tenant's size (from the sessions' counters: far cheaper
+    than a count), in one statement.
 
     Each arm is one GIN probe read through a bitmap that stops at COMMON_DF rows; under
-    :data:`GIN_FUZZY_LIMIT` the index hands a common term's bitmap a random sample
-    instead of every posting, so the count costs the same at 100k and at 10M rows.
+    :data:`GIN_FUZZY_LIMIT` the index hands a common term's bitmap a random sample of its
+    postings instead of all of them, so a probe costs the same at 100k and at 10M rows.
+    Fewer than COMMON_DF ids are all the arm's rows: a rare term's candidates, found
+    without a second probe.
     """
-    counts = [
-        f"(SELECT count(*) FROM (SELECT FROM messages m WHERE m.namespace = %s AND {sql} "
-        f"LIMIT {COMMON_DF}) x{i}) AS c{i}"
+    probes = [
+        f"ARRAY(SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql} "
+        f"LIMIT {COMMON_DF}) AS a{i}"
         for i, (sql, _) in enumerate(arms)
     ]
     with planner(conn, **PROBE_PLAN):
         row = conn.execute(
             "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions "
-            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in counts)}",
+            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in probes)}",
             [ns, *(p for _, params in arms for p in [ns, *params])],
         ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
-    return [int(row[f"c{i}"]) for i in range(len(arms))], int(row["total"])
+    return [[int(i) for i in row[f"a{i}"]] for i in range(len(arms))], int(row["total"])
 
 
-def _statistics(
-    conn: Conn, ns: str, terms: Sequence[TermSql], counted: dict[str, int] | None = None
-) -> tuple[list[int], int]:
-    """Each term's rows, counted up to COMMON_DF (the sum of its arms' counts, capped),
-    and the tenant's size. ``counted``: arms already counted, by SQL and parameters.
+class Probed:
+    """The ids each arm matched (see :func:`_probe`), keyed by the arm's SQL and values."""
 
-    Arms that match the same row count it twice: a term found by two indexes in the
-    same rows is rarely rare, and the cap keeps the count bounded.
-    """
-    known = counted or {}
-    arms = [arm for t in terms for arm in t.arms]
-    todo = list({_key(a): a for a in arms if _key(a) not in known}.values())
-    fresh, total = _counts(conn, ns, todo)
-    if counted is not None and "total" in counted and not todo:
-        total = counted["total"]
-    seen = {**known, **{_key(a): c for a, c in zip(todo, fresh, strict=True)}}
-    return [min(COMMON_DF, sum(seen[_key(a)] for a in t.arms)) for t in terms], total
+    def __init__(self) -> None:
+        self.ids: dict[str, list[int]] = {}
+        self.total = 0
+
+    def add(self, conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> None:
+        """Probe the arms not probed yet."""
+        todo = list({_key(a): a for a in arms if _key(a) not in self.ids}.values())
+        if not todo and self.ids:
+            return
+        found, self.total = _probe(conn, ns, todo)
+        self.ids.update({_key(a): ids for a, ids in zip(todo, found, strict=True)})
+
+    def rows(self, term: TermSql) -> set[int]:
+        """The term's rows seen by its arms' probes."""
+        return {i for arm in term.arms for i in self.ids[_key(arm)]}
+
+    def df(self, term: TermSql) -> int:
+        """The term's rows, counted up to COMMON_DF (exact below it)."""
+        return min(COMMON_DF, len(self.rows(term)))
 
 
 def _key(arm: tuple[str, list[Any]]) -> str:
@@ -519,16 +525,14 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
-    counted: dict[str, int] | None = None
+    probed = Probed()
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
         # term only when the word index does not know the term at all: the word and CJK
-        # arms are counted first, in the statement that also reads the tenant's size.
+        # arms are probed first, in the statement that also reads the tenant's size.
         words = [term_sql(t, substrings=False) for t in positives]
-        arms = list({_key(a): a for w in words for a in w.arms}.values())
-        per_arm, size = _counts(conn, ns, arms)
-        counted = {**{_key(a): c for a, c in zip(arms, per_arm, strict=True)}, "total": size}
-        known = {w.term for w in words if any(counted[_key(a)] for a in w.arms)}
+        probed.add(conn, ns, [a for w in words for a in w.arms])
+        known = {w.term for w in words if probed.rows(w)}
         renders = [
             term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
             for t, w in zip(positives, words, strict=True)
@@ -538,7 +542,8 @@ def _collect(
     terms = [t for t in renders if t.pred != "FALSE"]
     if not terms:
         return []
-    dfs, total = _statistics(conn, ns, terms, counted)
+    probed.add(conn, ns, [a for t in terms for a in t.arms])
+    dfs, total = [probed.df(t) for t in terms], probed.total
     if compiled.leaves is None:
         # Boolean query: rank its newest BOOLEAN_RANKED matches. With only rare positive
         # terms the matches are few and the indexes find them all.
@@ -558,18 +563,14 @@ def _collect(
     common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
     found: list[dict[str, Any]] = []
     if rare:
-        # The rare terms' rows through their indexes, one probe per index and term.
-        ids, id_params = any_of(ns, rare)
-        found = _ranked_rows(
-            conn,
-            ns,
-            f"{where} AND m.id = ANY(ARRAY({ids}))",
-            [*params, *id_params],
-            COMMON_DF * len(rare),
-            terms,
-            total=total,
-            selective=True,
-        )
+        # The probes returned every row of the rare terms: filtered and ranked by id.
+        ids = sorted({i for t in rare for i in probed.rows(t)})
+        ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
+        found = conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m "
+            f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
+            [*(p for t in terms for p in t.rank_params), *params, ids, COMMON_DF * len(rare)],
+        ).fetchall()
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
             continue
