@@ -327,6 +327,19 @@ class Probed:
         return min(COMMON_DF, len(self.rows(term)))
 
 
+def _required(node: Node) -> set[Term]:
+    """The terms every row matching ``node`` holds."""
+    if node.op == "term":
+        assert node.term is not None
+        return {node.term}
+    if node.op == "and":
+        return set().union(*(_required(child) for child in node.children))
+    if node.op == "not":
+        return _required(node.children[0])
+    sets = [_required(child) for child in node.children]
+    return set.intersection(*sets) if sets else set()
+
+
 def _key(arm: tuple[str, list[Any]]) -> str:
     return arm[0] + "\x00" + repr(arm[1])
 
@@ -545,17 +558,27 @@ def _collect(
     probed.add(conn, ns, [a for t in terms for a in t.arms])
     dfs, total = [probed.df(t) for t in terms], probed.total
     if compiled.leaves is None:
-        # Boolean query: rank its newest BOOLEAN_RANKED matches. With only rare positive
-        # terms the matches are few and the indexes find them all.
+        # Boolean query: rank its newest BOOLEAN_RANKED matches. Every match holds each
+        # term the tree requires; when one of them is rare its probe returned all its
+        # rows, and the matches are among them. With only rare positive terms the
+        # matches are few and the indexes find them all.
+        by_term = {t.term: t for t in terms}
+        required = [by_term[t] for t in _required(compiled.tree) if t in by_term]
+        rare_required = [t for t in required if probed.df(t) < COMMON_DF]
+        where_all, where_params = f"{where} AND {pred}", [*params, *pred_params]
+        if rare_required:
+            rarest = min(rare_required, key=probed.df)
+            where_all += " AND m.id = ANY(%s)"
+            where_params.append(sorted(probed.rows(rarest)))
         ranked = _ranked_rows(
             conn,
             ns,
-            f"{where} AND {pred}",
-            [*params, *pred_params],
+            where_all,
+            where_params,
             BOOLEAN_RANKED,
             terms,
             total=total,
-            selective=max(dfs) < COMMON_DF,
+            selective=bool(rare_required) or max(dfs) < COMMON_DF,
         )
         return _score(ranked, dfs, total, len(terms))
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
