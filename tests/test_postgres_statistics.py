@@ -123,3 +123,35 @@ def test_without_the_store_the_planner_would_guess(
         assert "VACUUM (ANALYZE) messages" in store.keep_statistics()
         assert store.keep_statistics() == []  # nothing left to do
     assert estimated_rows(dsn, "unkept")[0] >= ROWS / 2
+
+
+def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: str) -> None:
+    """One probe per index arm: COMMON_DF ids for a term in more rows than that (never a
+    sample passing for all of its rows), every id of a rare term."""
+    from memstrata.query.compile import compile_query
+    from memstrata.store.postgres import search as pg_search
+    from memstrata.store.rank import COMMON_DF
+
+    with PostgresSessionStore(dsn, namespace="probe", durability="normal") as store:
+        for s in range(13):
+            store.create_session(f"p{s}")
+            store.append_messages(
+                f"p{s}",
+                [
+                    {"role": "user", "content": f"alpha step {i}" + (" omega" if i == 7 else "")}
+                    for i in range(50)
+                ],
+            )
+        tree = compile_query("alpha omega").tree
+        assert tree is not None
+        terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
+        with store.connection() as conn:
+            probed = pg_search.Probed()
+            probed.add(conn, "probe", [a for t in terms for a in t.arms])
+            assert [probed.df(t) for t in terms] == [COMMON_DF, 13]
+            assert probed.total == 13 * 50
+            rare = probed.rows(terms[1])
+            contents = conn.execute(
+                "SELECT content FROM messages WHERE id = ANY(%s)", (sorted(rare),)
+            ).fetchall()
+            assert len(contents) == 13 and all("omega" in r["content"] for r in contents)
