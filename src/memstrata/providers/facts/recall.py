@@ -4,24 +4,26 @@ Both compile the query with :func:`memstrata.query.compile.compile_query`, the c
 session search uses (Porter-stemmed word index, its English stopwords), so a query never
 raises and CJK words reach the bigram index.
 
-* :func:`search_rows` is for someone who asked: every match counts. Each fact's BM25 is
-  summed over the indexes and the query scaled once (best fact 1.0), as the session
-  store fuses its indexes: a term counts by its rarity, whichever index found it.
+* :func:`search_rows` is for someone who asked: every match counts. The indexes are
+  fused by the session search's rule (:func:`memstrata.store.rank.fuse_evidence`): each
+  fact's BM25 summed over the indexes and the query scaled once (best fact 1.0), so a
+  term counts by its rarity, whichever index found it.
 * :func:`recall_rows` is for a chat message nobody wrote as a query, so it must stay
   silent when nothing is relevant (an injected list of unrelated facts is noise the
-  model pays for and may act on). It ranks by the rarity of the terms a fact shares with
-  the message, and a fact enters only through *significant* terms (see
-  :func:`significant`) that cover enough of the message (``RECALL_MIN_COVERAGE``). BM25
-  itself cannot gate: FTS5 clamps the IDF of a term found in half the rows or more to
-  almost zero, so in a store of three facts every score is about 1e-6 and no threshold
-  tells a hit from a miss.
+  model pays for and may act on). A gate (:func:`admitted`) decides whether the message
+  is answered at all: some fact must hold enough of the *significant* terms (see
+  :func:`significant`) of one of its clauses (``RECALL_MIN_COVERAGE``). An answered
+  message is ranked as a search for its words is (same compile, same fusion; only the
+  chat words of ``RECALL_STOPWORDS`` are dropped too): the gate decides whether to
+  speak, never the order. BM25 itself cannot gate: FTS5 clamps the IDF of a term found
+  in half the rows or more to almost zero, so in a store of three facts every score is
+  about 1e-6 and no threshold tells a hit from a miss.
 
 Optional embeddings are fused on top of both by :mod:`memstrata.providers.facts.vectors`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -30,6 +32,7 @@ from typing import Any, Final
 from memstrata.providers.facts.schema import FTS_TABLES
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import STOPWORDS, CompiledQuery, Index, compile_query
+from memstrata.store.rank import fuse_evidence
 
 # Words left out of an explicit search: the session search's list. (Measured in
 # benchmarks/facts_recall.py: without it, "what"/"did"/"the" flood BM25.)
@@ -57,7 +60,7 @@ COMMON_SHARE: Final = 0.5
 COMMON_MIN_DF: Final = 3
 # A user message can be long (pasted code, logs); recall reads its start only. Each
 # term costs one indexed lookup per index that sees it.
-MAX_RECALL_TERMS: Final = 48
+MAX_RECALL_TERMS: Final = 256
 MAX_RECALL_QUERY_CHARS: Final = 1000
 # A fact is recalled only when it holds at least this share of the message's significant
 # terms (terms too common to gate count neither way; a CJK bigram counts only when some
@@ -67,10 +70,6 @@ MAX_RECALL_QUERY_CHARS: Final = 1000
 # IDF-weighted: in a young store of a few facts every held term has a tiny IDF next to
 # the ones it lacks. Measured in benchmarks/results/facts_recall.md.
 RECALL_MIN_COVERAGE: float = 0.34
-# The coverage decides whether the message is answered at all; once one fact reaches it,
-# every admitted fact competes on rarity. True applies it to each fact instead (fewer
-# weak companions, and R@5 2.5 points lower on the benchmark).
-RECALL_GATE_PER_FACT: bool = False
 # Words that carry no topic in a chat message, on top of query.STOPWORDS. "user" is
 # here because mirrored profile entries read "User prefers ...": it matches them all.
 _CHATTER = """
@@ -143,7 +142,7 @@ def search_scores(
     """Every live candidate of ``compiled`` (at most CANDIDATES per index) with its fused
     score, and its row."""
     where, params = filters(category=category, subject=subject, status="live")
-    scores: dict[int, float] = {}
+    matches: list[tuple[int, float]] = []
     rows: dict[int, sqlite3.Row] = {}
     for index, table in FTS_TABLES.items():
         expression = compiled.match.get(index)
@@ -156,16 +155,12 @@ def search_scores(
             "ORDER BY score_ LIMIT ?",
             [*params, expression, CANDIDATES],
         ).fetchall()
-        # FTS5's BM25 is negative, best lowest; summed over the indexes (each holds its
-        # own terms: a term counts by its rarity, whichever index found it).
         for r in found:
-            scores[r["id"]] = scores.get(r["id"], 0.0) - min(float(r["score_"]), 0.0)
-            rows[r["id"]] = r
-    # One scale for the query (best fact 1.0); a fact whose terms are in most rows (an
-    # IDF clamped to ~0) still counts as found.
-    top = max(scores.values(), default=0.0)
-    for fact_id, score in scores.items():
-        scores[fact_id] = max(score / top, 1e-6) if top > 0 else 1.0
+            matches.append((int(r["id"]), min(float(r["score_"]), 0.0)))
+            rows[int(r["id"])] = r
+    # The session search's fusion (one rule, memstrata.store.rank.fuse_evidence); a fact
+    # whose terms are in most rows (an IDF clamped to ~0) still counts as found.
+    scores = {i: max(score, 1e-6) for i, score in fuse_evidence(matches).items()}
     boost_subjects(conn, scores, compiled.text)
     return scores, rows
 
@@ -250,56 +245,105 @@ def _recall_terms(compiled: CompiledQuery) -> dict[str, list[tuple[Index, str]]]
     return terms
 
 
+# A message is gated clause by clause: a line or a sentence (ended by 。！？；!?; or a
+# full stop before a space) is what one significant-term share is taken of.
+_CLAUSE_END = re.compile(r"[\n。！？；!?;]+|\.(?:\s|$)")
+
+
+def clauses(message: str) -> list[str]:
+    """The lines and sentences of ``message`` (at most its first
+    MAX_RECALL_QUERY_CHARS characters), the empty ones left out."""
+    return [c.strip() for c in _CLAUSE_END.split(message[:MAX_RECALL_QUERY_CHARS]) if c.strip()]
+
+
+def admitted(conn: sqlite3.Connection, message: str, *, skip: Iterable[int] = ()) -> set[int]:
+    """The gate of recall: the live facts (``skip`` left out) that may answer ``message``,
+    or an empty set when it is not answered.
+
+    A term of the message counts when it is significant (:func:`significant`), found in
+    at most ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and (a CJK bigram)
+    found at all. The message is answered when some fact holds at least
+    RECALL_MIN_COVERAGE of the counted terms of one of its clauses (:func:`clauses`);
+    then every fact holding a counted term is admitted. The share is taken per clause,
+    not over the whole message: a message of many sentences (a pasted dialogue, a long
+    request) is about what each of them is about, and over its whole length no fact
+    could hold a third of its terms. At most MAX_RECALL_TERMS distinct terms are looked
+    up (one indexed read each per index that sees them).
+    """
+    retired = {r[0] for r in conn.execute("SELECT id FROM facts WHERE status <> 'live'")}
+    skipped = retired | {int(i) for i in skip}
+    total = int(conn.execute("SELECT count(*) FROM facts WHERE status = 'live'").fetchone()[0])
+    common = max(COMMON_MIN_DF, COMMON_SHARE * total)
+    holders: dict[str, set[int] | None] = {}  # term -> facts holding it; None: not counted
+    answered = False
+    for clause in clauses(natural_text(message)):
+        compiled = compile_query(clause, stopwords=RECALL_STOPWORDS)
+        counted = 0
+        shared: dict[int, int] = {}
+        for text, expressions in _recall_terms(compiled).items():
+            if text not in holders:
+                if len(holders) >= MAX_RECALL_TERMS:
+                    break
+                holders[text] = _holders(conn, text, expressions, retired, common)
+            ids = holders[text]
+            if ids is None:
+                continue
+            counted += 1
+            for fact_id in ids - skipped:
+                shared[fact_id] = shared.get(fact_id, 0) + 1
+        if counted and max(shared.values(), default=0) >= RECALL_MIN_COVERAGE * counted:
+            answered = True
+    if not answered:
+        return set()
+    return set().union(*(ids for ids in holders.values() if ids is not None)) - skipped
+
+
+def _holders(
+    conn: sqlite3.Connection,
+    text: str,
+    expressions: Sequence[tuple[Index, str]],
+    retired: set[int],
+    common: float,
+) -> set[int] | None:
+    """The live facts holding one term, or None when the term does not count in the gate
+    (not significant, too common, or a CJK bigram no fact holds)."""
+    if not significant(text):
+        return None
+    ids: set[int] = set()
+    for index, expression in expressions:
+        table = FTS_TABLES[index]
+        ids.update(
+            r[0]
+            for r in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expression,))
+        )
+    ids -= retired
+    # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
+    # store lacks says nothing about the message's topic: only present ones count.
+    if len(ids) > common or (not ids and has_cjk(text)):
+        return None
+    return ids
+
+
 def recall_scores(
     conn: sqlite3.Connection,
     message: str,
     *,
     exclude: Iterable[int] = (),
 ) -> dict[int, float]:
-    """The facts the keyword gate admits for ``message``, each with its score (see
-    :func:`recall_rows`); ``{}`` when none passes."""
+    """The facts recall returns for ``message``, each with its score; ``{}`` when the gate
+    (:func:`admitted`) refuses the message.
+
+    The admitted facts are ranked exactly as :func:`search_scores` ranks a search for the
+    same words (one compile, one fusion): the gate decides who may speak, never the order.
+    """
     compiled = compile_query(natural_text(message), stopwords=RECALL_STOPWORDS)
-    terms = _recall_terms(compiled)
-    if not terms:
+    if compiled.is_empty:
         return {}
-    # Retired facts stay indexed (a status change never touches the indexes), so they
-    # are subtracted here: one indexed read, cheaper than joining every posting.
-    retired = {r[0] for r in conn.execute("SELECT id FROM facts WHERE status <> 'live'")}
-    skip = retired | {int(i) for i in exclude}
-    total = int(conn.execute("SELECT count(*) FROM facts WHERE status = 'live'").fetchone()[0])
-    common = max(COMMON_MIN_DF, COMMON_SHARE * total)
-    matched: dict[int, float] = {}
-    shared: dict[int, int] = {}
-    counted = 0
-    for text, expressions in terms.items():
-        if not significant(text):
-            continue
-        ids: set[int] = set()
-        for index, expression in expressions:
-            table = FTS_TABLES[index]
-            ids.update(
-                r[0]
-                for r in conn.execute(
-                    f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expression,)
-                )
-            )
-        ids -= retired
-        # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
-        # store lacks says nothing about the message's topic: only present ones count.
-        if len(ids) > common or (not ids and has_cjk(text)):
-            continue
-        counted += 1
-        idf = math.log(1 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
-        for fact_id in ids - skip:
-            matched[fact_id] = matched.get(fact_id, 0.0) + idf
-            shared[fact_id] = shared.get(fact_id, 0) + 1
-    floor = RECALL_MIN_COVERAGE * counted
-    if RECALL_GATE_PER_FACT:
-        matched = {i: score for i, score in matched.items() if shared[i] >= floor}
-    elif not any(n >= floor for n in shared.values()):
+    allowed = admitted(conn, message, skip=exclude)
+    if not allowed:
         return {}
-    boost_subjects(conn, matched, message)
-    return matched
+    scores, _ = search_scores(conn, compiled)
+    return {i: score for i, score in scores.items() if i in allowed}
 
 
 def recall_rows(
@@ -312,11 +356,11 @@ def recall_rows(
 ) -> list[tuple[sqlite3.Row, float]]:
     """Live fact rows relevant to a chat message, best first; ``[]`` when none is.
 
-    A fact must share significant terms with the message that are each found in at most
-    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and at least
-    ``RECALL_MIN_COVERAGE`` of the message's significant terms. Its score is the sum of
-    those terms' IDF in the ``log(1 + (N - df + 0.5) / (df + 0.5))`` form, which never
-    goes negative; ties go to the newest fact (highest id).
+    The message is answered only when some fact holds at least ``RECALL_MIN_COVERAGE``
+    of the significant terms of one of its clauses, each found in at most
+    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts (:func:`admitted`). Then its
+    facts are ranked as :func:`search_rows` ranks them (see :func:`recall_scores`); ties
+    go to the newest fact (highest id).
     """
     return rows_by_score(conn, recall_scores(conn, message, exclude=exclude), limit, categories)
 
