@@ -97,6 +97,12 @@ def gold_sessions(evidence: list[str]) -> set[str]:
     return out
 
 
+HALVES = {
+    False: {"a": "the 1st, 3rd, 5th, ... conversation of the file", "b": "the 2nd, 4th, ..."},
+    True: {"a": "dialogues of even id", "b": "dialogues of odd id"},
+}
+
+
 def in_half(number: int, half: str | None) -> bool:
     """True when item ``number`` belongs to ``half`` ("a": even numbers, "b": odd ones;
     None: every item). Both dev sets are split this way, so that a change can be kept
@@ -796,6 +802,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 convs = load(path, args.limit_questions, args.half)
                 name = f"LoCoMo (`{path.name}`, category 5 excluded)"
+            if args.half:
+                name += f", half {args.half} ({HALVES[path.is_dir()][args.half]})"
             run = measure(name, convs, args, embedders, client, facts=path.is_dir())
             runs.append((run, path.name in args.tuned_on))
     finally:

@@ -222,14 +222,16 @@ def _add_vectors(
     newcomers = [m for m, cos in gate.items() if m not in found and cos >= boosts.VECTOR_ONLY_MIN]
     passing = tx.passing(newcomers, filters) if newcomers else []
     if boosts.VECTOR_SCALE == "relative":
-        boosts.fuse_vectors(
-            found,
+        fused = boosts.hybrid_scores(
+            {mid: cand.score for mid, cand in found.items()},
             relative(raw),
-            passing,
+            [cand.id for cand in passing],
             weight=boosts.VECTOR_WEIGHT,
-            floor=0.0,
-            only_min=-1.0,
         )
+        for cand in passing:
+            found.setdefault(cand.id, cand)
+        for mid, score in fused.items():
+            found[mid].score = score
         return
     boosts.fuse_vectors(
         found,
