@@ -171,3 +171,19 @@ def test_only_loopback_is_served(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "loopback" in done.stderr and "ssh -L" in done.stderr
     assert Config.load(tmp_path).home == tmp_path
+
+
+def test_the_docs_example_runs(tmp_path: Path) -> None:
+    """docs/ui.md's example starts the inspector and reads the Memory page."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "ui.md").read_text("utf-8")
+    example = page.split("```python\n")[1].split("```", 1)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", example],
+        env=subprocess_env(tmp_path / "unused"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["Curated memory", "True"]
