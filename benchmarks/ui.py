@@ -140,7 +140,7 @@ def run(home: Path, repeats: int, queries_per_class: int) -> dict[str, Any]:
         pages = {name: time_path(ui, path, repeats) for name, path in listing.items()}
         asked = corpus.queries()
         recall: dict[str, Any] = {}
-        for query_class in ("question", "cjk3", "word"):
+        for query_class in ("question", "cjk3", "cjk2", "glued", "word"):
             for query in asked[query_class][:queries_per_class]:
                 path = "/recall?" + urlencode({"q": query})
                 recall[f"{query_class}: {query}"] = time_path(ui, path, repeats)
