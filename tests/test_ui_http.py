@@ -187,3 +187,77 @@ def test_the_docs_example_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["Curated memory", "True"]
+
+
+def test_curate_previews_a_diff_then_applies_it_as_one_undoable_change(
+    tmp_path: Path,
+) -> None:
+    """The dry run writes nothing; Apply runs the curator, recorded as one history change."""
+    home = fill_sample_home(tmp_path / "home")
+    memory = FileMemory(home)
+    memory.add("memory", "Project uses pnpm, not npm, in every package")  # says entry 1 too
+    before = memory.entries("memory")
+    with UiServer(home) as ui:
+        status, _, page = request(ui, "/curate", headers=signed_in(ui))
+        assert status == 200 and '<div class="del">- Project uses pnpm, not npm</div>' in page
+        assert FileMemory(home).entries("memory") == before  # a preview only
+        body = {"csrf": csrf_of(ui), "target": "memory"}
+        own = signed_in(ui, Origin=ui.origin)
+        status, headers, _ = request(ui, "/curate/apply", method="POST", headers=own, body=body)
+        assert status == 303
+        _, _, page = request(ui, headers["location"], headers=signed_in(ui))
+    after = FileMemory(home)
+    assert "Project uses pnpm, not npm" not in after.entries("memory")
+    assert "Project uses pnpm, not npm, in every package" in after.entries("memory")
+    change = after.history.list(limit=1)[0]
+    assert change.who == "curator" and f"applied as change #{change.id}" in page
+
+
+def test_forget_confirms_exactly_the_preview(tmp_path: Path) -> None:
+    """The confirm form carries the preview's fingerprint: a stale one is refused, the
+    right one forgets the conversation from the store."""
+    home = fill_sample_home(tmp_path / "home")
+    with UiServer(home) as ui:
+        status, _, page = request(ui, "/forget?session=db-move", headers=signed_in(ui))
+        assert status == 200 and "我们什么时候把数据库迁移到新服务器" in page
+        expect = re.search(r'name="expect" value="([0-9a-f]+)"', page)
+        assert expect is not None
+        own = signed_in(ui, Origin=ui.origin)
+        body = {"csrf": csrf_of(ui), "session": "db-move", "query": "", "since": "", "until": ""}
+        status, headers, _ = request(
+            ui, "/forget/apply", method="POST", headers=own, body={**body, "expect": "0" * 16}
+        )
+        _, _, page = request(ui, headers["location"], headers=signed_in(ui))
+        assert "changed since the preview" in page
+        status, headers, _ = request(
+            ui, "/forget/apply", method="POST", headers=own, body={**body, "expect": expect[1]}
+        )
+        _, _, page = request(ui, headers["location"], headers=signed_in(ui))
+        assert "Forgotten: " in page and "4 messages" in page
+        status, _, _ = request(ui, "/sessions/db-move", headers=signed_in(ui))
+        assert status == 404
+
+
+def test_recall_shows_the_summary_of_the_configured_model(tmp_path: Path) -> None:
+    """With "summarise" ticked, the summary comes from the configured model (the fake
+    OpenAI-compatible server here); unticked, the verbatim excerpt."""
+    from memstrata.testing import FakeLLMServer
+
+    home = fill_sample_home(tmp_path / "home")
+    with FakeLLMServer() as fake:
+        fake.set_default("The migration is set for next Tuesday at 22:00.")
+        env = {
+            "MEMSTRATA_LLM__MODEL": "fake-summary",
+            "MEMSTRATA_LLM__BASE_URL": fake.base_url,
+            "MEMSTRATA_LLM__API_KEY": "test",
+        }
+        with UiServer(home, **env) as ui:
+            question = urlencode({"q": "数据库什么时候迁移？", "summarize": "1"})
+            _, _, page = request(ui, f"/recall?{question}", headers=signed_in(ui))
+            assert "The migration is set for next Tuesday at 22:00." in page
+            assert "<mark>" in page
+            _, _, plain = request(
+                ui, "/recall?" + urlencode({"q": "数据库迁移"}), headers=signed_in(ui)
+            )
+        assert len(fake.chat_requests) == 1
+    assert "Excerpt the model gets" in plain and "The migration is set" not in plain
