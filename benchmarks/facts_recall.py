@@ -92,10 +92,11 @@ CHITCHAT = [
 
 DEFAULTS_TEXT = """\
 Defaults and why: keyword only, which needs no model and no indexing step: Porter
-stemming, the session search's stopwords, per-index BM25 fusion and the subject boost
-(x1.5 for a fact whose subject the question names); recall adds the significant-term
-gate with the coverage rule (a message is answered only when some fact holds more than
-a third of its significant terms). Hybrid recall is opt-in (`search.embedder`): it
+stemming, the session search's stopwords, the session search's fusion of the indexes
+and the subject boost (x1.5 for a fact whose subject the question names); recall adds
+the significant-term gate with the coverage rule (a message is answered only when some
+fact holds more than a third of the significant terms of one of its sentences or
+lines) and ranks what it answers as search does. Hybrid recall is opt-in (`search.embedder`): it
 needs a model and its indexing step and costs one forward pass per query; when on, it
 scores at or above keyword-only on every metric and question category below, and
 answers no more chit-chat. The coverage rule trades recall R@5 (see "no coverage gate")
