@@ -450,8 +450,8 @@ class FactStore(BaseFactStore):
 
     @property
     def location(self) -> str:
-        """The facts file."""
-        return str(self.path)
+        """The facts file (absolute)."""
+        return str(self.path.absolute())
 
     # -- transactions -------------------------------------------------------------------
 
