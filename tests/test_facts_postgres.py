@@ -119,3 +119,25 @@ def test_deleting_a_namespace_deletes_its_facts(tenant: str) -> None:
     assert '"facts": 1' in result.output
     with PostgresFactStore(PG_DSN, namespace=tenant) as facts:
         assert facts.count(status=None) == 0 and facts.history() == []
+
+
+def test_the_facts_example_of_docs_postgres_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example of the "Facts" section of docs/postgres.md prints what the page says."""
+    monkeypatch.setenv("MEMSTRATA_PG_DSN", PG_DSN)
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "postgres.md").read_text(
+        encoding="utf-8"
+    )
+    section = doc.split("## Facts", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0]
+    tenants = {name: fresh_namespace() for name in ("alice", "bob")}
+    for name, fresh in tenants.items():
+        code = code.replace(f'namespace="{name}"', f'namespace="{fresh}"')
+    try:
+        exec(compile(code, "docs/postgres.md", "exec"), {"__name__": "__doc__"})
+    finally:
+        for fresh in tenants.values():
+            drop_namespace(fresh)
+    assert capsys.readouterr().out == shown
