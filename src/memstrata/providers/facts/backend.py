@@ -143,6 +143,11 @@ class FactTransaction(abc.ABC):
         """Ids of every fact (any status) that ``index`` finds ``term`` in
         (``expression`` is the term's FTS5 rendering for that index)."""
 
+    def terms_ids(self, probes: Sequence[tuple[Index, str, Term]]) -> list[set[int]]:
+        """:meth:`term_ids` of each ``(index, expression, term)``, in order; a backend
+        may answer them in one round trip."""
+        return [self.term_ids(index, expression, term) for index, expression, term in probes]
+
     @abc.abstractmethod
     def retired_ids(self) -> set[int]:
         """Ids of the facts that are not live."""

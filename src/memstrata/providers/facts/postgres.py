@@ -598,6 +598,23 @@ class PostgresFactTransaction(FactTransaction):
         ).fetchall()
         return {int(r["id"]) for r in rows}
 
+    def terms_ids(self, probes: Sequence[tuple[Index, str, Term]]) -> list[set[int]]:
+        arms = [(k, _arm(index, term)) for k, (index, _, term) in enumerate(probes)]
+        found: list[set[int]] = [set() for _ in probes]
+        live = [(k, arm) for k, arm in arms if arm is not None]
+        if not live:
+            return found
+        union = " UNION ALL ".join(
+            f"SELECT {k} AS k, f.id FROM facts f WHERE f.namespace = %s AND {arm[0]}"
+            for k, arm in live
+        )
+        rows = self.conn.execute(
+            union, [p for _, arm in live for p in [self.ns, *arm[1]]]
+        ).fetchall()
+        for row in rows:
+            found[int(row["k"])].add(int(row["id"]))
+        return found
+
     def retired_ids(self) -> set[int]:
         rows = self.conn.execute(
             "SELECT id FROM facts WHERE namespace = %s AND status <> 'live'", (self.ns,)

@@ -232,12 +232,14 @@ def recall_scores(
     matched: dict[int, float] = {}
     shared: dict[int, int] = {}
     counted = 0
-    for text, expressions in terms.items():
-        if not significant(text):
-            continue
+    wanted = {text: found for text, found in terms.items() if significant(text)}
+    # One round trip for every (term, index) pair: recall runs on every turn.
+    probes = [probe for found in wanted.values() for probe in found]
+    found_ids = iter(tx.terms_ids(probes))
+    for text, expressions in wanted.items():
         ids: set[int] = set()
-        for index, expression, term in expressions:
-            ids.update(tx.term_ids(index, expression, term))
+        for _ in expressions:
+            ids.update(next(found_ids))
         ids -= retired
         # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
         # store lacks says nothing about the message's topic: only present ones count.
