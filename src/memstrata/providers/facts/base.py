@@ -621,4 +621,8 @@ class BaseFactStore(abc.ABC):
                 for vector in dump.vectors
                 if int(vector["fact_id"]) in ids
             )
+        self._loaded()
         return ids
+
+    def _loaded(self) -> None:  # noqa: B027 - an optional hook
+        """Called after :meth:`load` committed (a backend refreshes its statistics here)."""

@@ -801,6 +801,12 @@ class PostgresFactStore(BaseFactStore):
                 tx.lock()
             yield tx
 
+    def _loaded(self) -> None:
+        # A bulk copy changes the tables' shape at once; the planner must not wait for an
+        # autovacuum that may be off (some servers turn it off for bulk loads).
+        with self._db.autocommit() as conn:
+            conn.execute("ANALYZE facts, fact_history, fact_vectors")
+
     def delete_namespace(self) -> dict[str, int]:
         """Delete every fact, history row and vector of this tenant; rows deleted per table."""
         deleted: dict[str, int] = {}
