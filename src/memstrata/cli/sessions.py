@@ -475,7 +475,7 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
     for Chinese and other languages, or "openai" for llm.embedding_model). Writes never
     compute vectors, so run this after imports or on a schedule; an interrupted run
     keeps what it wrote and the next one continues. The
-    facts of the `facts` provider (facts.db) are embedded too when the file exists.
+    facts are embedded too (facts.db when it exists, the namespace's under store.dsn).
 
     \b
     Example:
