@@ -141,3 +141,24 @@ def test_the_facts_example_of_docs_postgres_runs(
         for fresh in tenants.values():
             drop_namespace(fresh)
     assert capsys.readouterr().out == shown
+
+
+def test_the_ui_facts_page_shows_the_namespace_facts(memstrata_home: Path, tenant: str) -> None:
+    """`memstrata ui` reads the facts the configuration names: under a DSN, the
+    namespace's, and no facts.db is created."""
+    pytest.importorskip("jinja2")
+    from memstrata.backends import open_memory, open_store
+    from memstrata.ui.views import Home, facts_view
+
+    with PostgresFactStore(PG_DSN, namespace=tenant) as facts:
+        facts.upsert_slot("editor", "helix")
+    config = Config.load(memstrata_home)
+    memory = open_memory(config)
+    try:
+        with open_store(config) as store:
+            view = facts_view(Home(config, memory, store, "postgres"))
+    finally:
+        memory.close()  # type: ignore[attr-defined]  # PostgresMemory holds a pool
+    assert view["exists"] and tenant in view["path"]
+    assert [f["content"] for f in view["slots"]["user"]] == ["editor: helix"]
+    assert not (memstrata_home / "facts.db").exists()
