@@ -150,6 +150,7 @@ class PostgresSessionStore(BaseSessionStore):
                 deleted[table] = int(cur.rowcount)
             # The facts of the tenant (memstrata.providers.facts.postgres), when that
             # store ever ran in this database: its tables are created on its first use.
+            deleted.update({"fact_vectors": 0, "fact_history": 0, "facts": 0})
             facts = conn.execute("SELECT to_regclass('facts') IS NOT NULL AS here").fetchone()
             if facts is not None and facts["here"]:
                 for table in ("fact_vectors", "fact_history"):
