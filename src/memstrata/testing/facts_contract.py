@@ -242,7 +242,23 @@ class FactStoreContractSuite:
 
     def test_hostile_queries_never_raise(self, facts: Store) -> None:
         facts.add('A "quoted" fact about C++ AND NOT stars* in 数据库')
-        for text in ['"', "AND", "NOT NOT", "*", "(((", "C++", '"" OR ""', "数", "\x00", "💥" * 50]:
+        long_cjk = "".join(chr(0x4E00 + (i * 7919) % 0x5000) for i in range(1999))
+        many_terms = " ".join(f"mod_{i}.fn_{i}()" for i in range(200))
+        for text in [
+            '"',
+            "AND",
+            "NOT NOT",
+            "*",
+            "(((",
+            "C++",
+            '"" OR ""',
+            "数",
+            "\x00",
+            "💥" * 50,
+            long_cjk,
+            many_terms,
+            " AND ".join(f"w{i}" for i in range(300)),
+        ]:
             facts.search(text)
             facts.recall(text)
 

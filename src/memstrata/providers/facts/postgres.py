@@ -42,6 +42,7 @@ from memstrata.providers.facts.base import BaseFactStore
 from memstrata.providers.facts.contract import FACT_COLUMNS, FactChangeRow, FactRow, VectorRow
 from memstrata.providers.facts.schema import CATEGORIES, STATUSES
 from memstrata.search.embedders import Embedder
+from memstrata.store.postgres.bounds import bound_query
 from memstrata.store.postgres.codec import pg_text
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
@@ -66,6 +67,10 @@ _INDEXED_TEXT: Final = "(content || ' ' || coalesce(key, '') || ' ' || coalesce(
 # tenant's facts; and rows a term's count reads at most (a rarer term decides anyway).
 SEARCH_SCAN: Final = 2000
 DF_SCAN: Final = 10_000
+# Terms of one search that reach SQL (each costs a rank expression and a count): a
+# natural query keeps its longest, an explicit one its first (store.postgres.bounds).
+# A question has a handful; a pasted page of CJK text has hundreds of bigram terms.
+SEARCH_TERMS: Final = 64
 # ts_rank weights {D, C, B, A}: content is A, the slot's key and value B (half, as the
 # SQLite column weights 1.0, 0.5, 0.5).
 _RANK_WEIGHTS: Final = "'{0.1, 0.2, 0.5, 1.0}'::float4[]"
@@ -539,7 +544,7 @@ class PostgresFactTransaction(FactTransaction):
         subject: str | None,
         limit: int,
     ) -> tuple[dict[int, float], dict[int, FactRow]]:
-        tree = compiled.tree
+        tree = bound_query(compiled, SEARCH_TERMS).tree
         if tree is None or not indexes:
             return {}, {}
         terms = list(dict.fromkeys(tree.positive_terms()))
