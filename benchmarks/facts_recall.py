@@ -460,9 +460,21 @@ def main(argv: list[str] | None = None) -> int:
             "messages are sent to the recall path of every store. Latencies are medians of "
             "one run on a shared, noisy machine.\n\n" + DEFAULTS_TEXT + "\n\n"
         )
+        if args.postgres:
+            header += POSTGRES_TEXT + "\n\n"
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(header + report + "\n", encoding="utf-8")
     return 0
+
+
+POSTGRES_TEXT = (
+    "Rows marked `[postgres]` ran the same systems on `PostgresFactStore` (a fresh namespace "
+    "of one PostgreSQL database per conversation, the same facts and the same vectors) in "
+    "the same run (`--postgres DSN`). The recall gate, the subject boost and the fusion with "
+    "vectors are the same code on both backends; the keyword score differs (FTS5's BM25 on "
+    "SQLite, each term's IDF times its `ts_rank` on PostgreSQL). PostgreSQL latencies "
+    "include a round trip per statement to a local server."
+)
 
 
 def _with(find: Finder, module: Any, name: str, value: Any) -> Finder:
