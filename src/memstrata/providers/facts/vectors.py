@@ -29,8 +29,6 @@ figures are in ``benchmarks/results/facts_recall.md``.
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -47,11 +45,10 @@ __all__ = [
     "VECTOR_SCAN",
     "VECTOR_WEIGHT",
     "check_embedder",
+    "cosines",
     "embed_query",
     "fuse_recall",
     "fuse_search",
-    "pending_count",
-    "vector_scores",
 ]
 
 # Facts embedded per call of the embedder, each batch written in its own transaction.
@@ -87,33 +84,6 @@ def check_embedder(embedder: object) -> Embedder:
     return embedder
 
 
-_PENDING_SQL = (
-    "SELECT f.id, f.content FROM facts f WHERE f.status = 'live' AND f.id > ? AND NOT EXISTS "
-    "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id) "
-    "ORDER BY f.id LIMIT ?"
-)
-
-
-def pending_count(conn: sqlite3.Connection, model: str) -> int:
-    """Live facts without a vector of the embedder named ``model``."""
-    row = conn.execute(
-        "SELECT count(*) FROM facts f WHERE f.status = 'live' AND NOT EXISTS "
-        "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id)",
-        (model,),
-    ).fetchone()
-    return int(row[0])
-
-
-def pending_batch(
-    conn: sqlite3.Connection, model: str, after: int, size: int
-) -> list[tuple[int, str]]:
-    """The next ``size`` live facts after id ``after`` with no vector of ``model``."""
-    return [
-        (int(r[0]), str(r[1])[:EMBED_CHARS])
-        for r in conn.execute(_PENDING_SQL, (after, model, size))
-    ]
-
-
 def embed_checked(embedder: Embedder, texts: list[str]) -> list[bytes]:
     """Unit float32 blobs of ``texts``; ConfigError when the embedder breaks its contract."""
     vectors = embedder.embed(texts) if texts else []
@@ -132,31 +102,6 @@ def embed_checked(embedder: Embedder, texts: list[str]) -> list[bytes]:
         norm = sum(float(x) * float(x) for x in vector) ** 0.5
         blobs.append(encode_vector([float(x) / norm if norm > 0 else 0.0 for x in vector]))
     return blobs
-
-
-def write_vectors(
-    conn: sqlite3.Connection, embedder: Embedder, items: Sequence[tuple[int, bytes]]
-) -> int:
-    """Store the vectors of facts still live (one retired meanwhile is skipped: its vector
-    would outlive the trigger that should have dropped it); return how many were written."""
-    if not items:
-        return 0
-    marks = ", ".join("?" for _ in items)
-    live = {
-        int(r[0])
-        for r in conn.execute(
-            f"SELECT id FROM facts WHERE status = 'live' AND id IN ({marks})",
-            [fid for fid, _ in items],
-        )
-    }
-    now = time.time()
-    rows = [(embedder.name, fid, embedder.dims, blob, now) for fid, blob in items if fid in live]
-    conn.executemany(
-        "INSERT OR REPLACE INTO fact_vectors(model, fact_id, dims, vector, created_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        rows,
-    )
-    return len(rows)
 
 
 def index_in_batches(
@@ -202,37 +147,25 @@ def embed_query(embedder: Embedder, text: str) -> list[float]:
     return [float(x) for x in vectors[0]]
 
 
-def vector_scores(
-    conn: sqlite3.Connection,
-    model: str,
-    query_vector: Sequence[float],
-    *,
-    scan: int = VECTOR_SCAN,
-) -> dict[int, float]:
-    """Cosine similarity of ``query_vector`` with the newest ``scan`` live fact vectors of
-    ``model``: ``{fact id: cosine}`` (``{}`` when none is stored)."""
+def cosines(rows: Sequence[tuple[int, bytes]], query_vector: Sequence[float]) -> dict[int, float]:
+    """Cosine similarity of ``query_vector`` with stored unit vectors ``(fact id, float32
+    bytes)``: ``{fact id: cosine}`` (``{}`` when none is stored or numpy is missing).
+
+    Vectors of another size (an embedder whose dims changed) are left out."""
     np = numpy_or_none()
     if np is None:
         return {}  # keyword recall alone; numpy_or_none said so once
     query = np.asarray(query_vector, dtype=np.float32)
     norm = float(np.linalg.norm(query))
-    if norm == 0.0 or scan <= 0:
+    if norm == 0.0:
         return {}
     size = 4 * query.shape[0]
-    rows = [
-        (int(r[0]), r[1])
-        for r in conn.execute(
-            "SELECT fact_id, vector FROM fact_vectors WHERE model = ? "
-            "ORDER BY fact_id DESC LIMIT ?",
-            (model, scan),
-        )
-        if len(r[1]) == size
-    ]
-    if not rows:
+    kept = [(int(fid), bytes(blob)) for fid, blob in rows if len(blob) == size]
+    if not kept:
         return {}
-    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), -1)
+    matrix = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4").reshape(len(kept), -1)
     sims = matrix @ (query / norm)
-    return {fid: float(x) for (fid, _), x in zip(rows, sims.tolist(), strict=True)}
+    return {fid: float(x) for (fid, _), x in zip(kept, sims.tolist(), strict=True)}
 
 
 def fuse_search(
