@@ -67,6 +67,35 @@ def test_purge_erases_text_from_table_index_and_history(store: FactStore) -> Non
     conn.close()
 
 
+def test_recall_answers_a_long_dialogue_by_one_of_its_sentences(store: FactStore) -> None:
+    """A pasted dialogue is answered when one of its sentences is about a fact, and its
+    facts come back in the order a search for the same words gives them."""
+    magic = store.add("Bart在元旦晚会上表演了魔术，观众都很喜欢。", category="episodic")
+    store.add("Bart在圣诞节晚会上跳舞，感觉非常开心。", category="episodic")
+    for other in (
+        "Bart在考试前深呼吸，想象自己是宇航员。",
+        "那天晚上Bart看了星星，觉得很特别。",
+        "Bart很期待暑假，建议全家去海边。",
+        "Bart的眼睛不舒服，没有去现场。",
+        "Bart穿上了妈妈买的新衣服。",
+        "Bart和爸爸一起去钓鱼，钓到了一条大鱼。",
+    ):
+        store.add(other, category="episodic")
+    dialogue = (
+        'Bart: "嘿，你知道吗？元旦晚会我要表演魔术！"\n'
+        'Assistant: "真是太棒了！我可以想象现场观众都被你的魔术吸引，眼睛都不眨一下。"\n'
+        'Bart: "我也会有点紧张呢，你有没有什么建议可以让我不那么紧张？"\n'
+        'Assistant: "当然有，试着在表演前深呼吸，想象自己是那个无所畏惧的魔术师！"\n'
+        'Bart: "对了，我要穿什么好呢？我特别期待那天晚上，我想让它变得很特别！"'
+    )
+    recalled = [f.id for f in store.recall(dialogue, limit=10)]
+    assert recalled[0] == magic.id
+    searched = [f.id for f in store.search(dialogue.replace('"', " "))]
+    assert recalled == [i for i in searched if i in recalled]
+    # Each sentence alone is still gated: an unrelated one is not answered.
+    assert store.recall("我也会有点紧张呢，你觉得我应该怎么办呢？") == []
+
+
 @pytest.fixture(scope="module")
 def fuzz_store(tmp_path_factory: pytest.TempPathFactory) -> FactStore:
     with FactStore(tmp_path_factory.mktemp("fuzz") / "f.db") as opened:

@@ -4,30 +4,33 @@ Both compile the query with :func:`memstrata.query.compile.compile_query`, the c
 session search uses (Porter-stemmed word index, its English stopwords), so a query never
 raises and CJK words reach the bigram index.
 
-* :func:`search_rows` is for someone who asked: every match counts. Each fact's BM25 is
-  summed over the indexes and the query scaled once (best fact 1.0), as the session
-  store fuses its indexes: a term counts by its rarity, whichever index found it.
+* :func:`search_rows` is for someone who asked: every match counts. The indexes are
+  fused by the session search's rule (:func:`memstrata.store.rank.fuse_evidence`): each
+  fact's BM25 summed over the indexes and the query scaled once (best fact 1.0), so a
+  term counts by its rarity, whichever index found it.
 * :func:`recall_rows` is for a chat message nobody wrote as a query, so it must stay
   silent when nothing is relevant (an injected list of unrelated facts is noise the
-  model pays for and may act on). It ranks by the rarity of the terms a fact shares with
-  the message, and a fact enters only through *significant* terms (see
-  :func:`significant`) that cover enough of the message (``RECALL_MIN_COVERAGE``). BM25
-  itself cannot gate: FTS5 clamps the IDF of a term found in half the rows or more to
-  almost zero, so in a store of three facts every score is about 1e-6 and no threshold
-  tells a hit from a miss.
+  model pays for and may act on). A gate (:func:`admitted`) decides whether the message
+  is answered at all: some fact must hold enough of the *significant* terms (see
+  :func:`significant`) of one of its clauses (``RECALL_MIN_COVERAGE``), and only facts
+  holding such a term are admitted. They are ranked as a search for the message's words
+  ranks them (same compile, same fusion; the chat words of ``RECALL_STOPWORDS`` dropped
+  too): the gate decides who may speak, never the order. BM25 itself cannot gate: FTS5
+  clamps the IDF of a term found in half the rows or more to almost zero, so in a store
+  of three facts every score is about 1e-6 and no threshold tells a hit from a miss.
 
 Optional embeddings are fused on top of both by :mod:`memstrata.providers.facts.vectors`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import STOPWORDS, CompiledQuery, Index, Term, compile_query
+from memstrata.store.rank import fuse_evidence
 
 if TYPE_CHECKING:
     from memstrata.providers.facts.backend import FactTransaction
@@ -59,7 +62,7 @@ COMMON_SHARE: Final = 0.5
 COMMON_MIN_DF: Final = 3
 # A user message can be long (pasted code, logs); recall reads its start only. Each
 # term costs one indexed lookup per index that sees it.
-MAX_RECALL_TERMS: Final = 48
+MAX_RECALL_TERMS: Final = 256
 MAX_RECALL_QUERY_CHARS: Final = 1000
 # A fact is recalled only when it holds at least this share of the message's significant
 # terms (terms too common to gate count neither way; a CJK bigram counts only when some
@@ -69,10 +72,6 @@ MAX_RECALL_QUERY_CHARS: Final = 1000
 # IDF-weighted: in a young store of a few facts every held term has a tiny IDF next to
 # the ones it lacks. Measured in benchmarks/results/facts_recall.md.
 RECALL_MIN_COVERAGE: float = 0.34
-# The coverage decides whether the message is answered at all; once one fact reaches it,
-# every admitted fact competes on rarity. True applies it to each fact instead (fewer
-# weak companions, and R@5 2.5 points lower on the benchmark).
-RECALL_GATE_PER_FACT: bool = False
 # Words that carry no topic in a chat message, on top of query.STOPWORDS. "user" is
 # here because mirrored profile entries read "User prefers ...": it matches them all.
 _CHATTER = """
@@ -130,11 +129,11 @@ def search_scores(
     scores, rows = tx.keyword_scores(
         compiled, indexes=indexes, category=category, subject=subject, limit=CANDIDATES
     )
-    # One scale for the query (best fact 1.0); a fact whose terms are in most rows (an
-    # IDF clamped to ~0) still counts as found.
-    top = max(scores.values(), default=0.0)
-    for fact_id, score in scores.items():
-        scores[fact_id] = max(score / top, 1e-6) if top > 0 else 1.0
+    # The session search's fusion (one rule, memstrata.store.rank.fuse_evidence: the
+    # backend sums each fact's BM25 over the indexes, the query is scaled once, best
+    # fact 1.0); a fact whose terms are in most rows (an IDF clamped to ~0) still counts.
+    fused = fuse_evidence((fact_id, -score) for fact_id, score in scores.items())
+    scores = {fact_id: max(score, 1e-6) for fact_id, score in fused.items()}
     boost_subjects(tx, scores, compiled.text, rows)
     return scores, rows
 
@@ -211,52 +210,97 @@ def _recall_terms(compiled: CompiledQuery) -> dict[str, list[tuple[Index, str, T
     return terms
 
 
+# A message is gated clause by clause: a line or a sentence (ended by 。！？；!?; or a
+# full stop before a space) is what one significant-term share is taken of.
+_CLAUSE_END = re.compile(r"[\n。！？；!?;]+|\.(?:\s|$)")
+
+
+def clauses(message: str) -> list[str]:
+    """The lines and sentences of ``message`` (at most its first
+    MAX_RECALL_QUERY_CHARS characters), the empty ones left out."""
+    return [c.strip() for c in _CLAUSE_END.split(message[:MAX_RECALL_QUERY_CHARS]) if c.strip()]
+
+
+def admitted(tx: FactTransaction, message: str, *, skip: Iterable[int] = ()) -> set[int]:
+    """The gate of recall: the live facts (``skip`` left out) that may answer ``message``,
+    or an empty set when it is not answered.
+
+    A term of the message counts when it is significant (:func:`significant`), found in
+    at most ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and (a CJK bigram)
+    found at all. The message is answered when some fact holds at least
+    RECALL_MIN_COVERAGE of the counted terms of one of its clauses (:func:`clauses`);
+    then every fact holding a counted term is admitted. The share is taken per clause,
+    not over the whole message: a message of many sentences (a pasted dialogue, a long
+    request) is about what each of them is about, and over its whole length no fact
+    could hold a third of its terms. At most MAX_RECALL_TERMS distinct terms are looked
+    up, in one round trip.
+    """
+    per_clause: list[list[str]] = []
+    probes: dict[str, list[tuple[Index, str, Term]]] = {}
+    for clause in clauses(natural_text(message)):
+        texts = []
+        for text, found in _recall_terms(compile_query(clause, stopwords=RECALL_STOPWORDS)).items():
+            if not significant(text):
+                continue
+            if text not in probes:
+                if len(probes) >= MAX_RECALL_TERMS:
+                    break
+                probes[text] = found
+            texts.append(text)
+        per_clause.append(texts)
+    if not probes:
+        return set()
+    # Retired facts stay indexed (a status change never touches the indexes), so they
+    # are subtracted here: one indexed read, cheaper than joining every posting.
+    retired = tx.retired_ids()
+    skipped = retired | {int(i) for i in skip}
+    common = max(COMMON_MIN_DF, COMMON_SHARE * tx.live_count())
+    found_ids = iter(tx.terms_ids([probe for found in probes.values() for probe in found]))
+    holders: dict[str, set[int]] = {}  # the counted terms and the live facts holding them
+    for text, found in probes.items():
+        ids: set[int] = set()
+        for _ in found:
+            ids.update(next(found_ids))
+        ids -= retired
+        # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
+        # store lacks says nothing about the message's topic: only present ones count.
+        if len(ids) <= common and (ids or not has_cjk(text)):
+            holders[text] = ids
+    answered = False
+    for texts in per_clause:
+        counted = [t for t in texts if t in holders]
+        shared: dict[int, int] = {}
+        for text in counted:
+            for fact_id in holders[text] - skipped:
+                shared[fact_id] = shared.get(fact_id, 0) + 1
+        if counted and max(shared.values(), default=0) >= RECALL_MIN_COVERAGE * len(counted):
+            answered = True
+            break
+    if not answered:
+        return set()
+    return set().union(*holders.values()) - skipped
+
+
 def recall_scores(
     tx: FactTransaction,
     message: str,
     *,
     exclude: Iterable[int] = (),
 ) -> dict[int, float]:
-    """The facts the keyword gate admits for ``message``, each with its score (see
-    :func:`recall_rows`); ``{}`` when none passes."""
+    """The facts recall returns for ``message``, each with its score; ``{}`` when the gate
+    (:func:`admitted`) refuses the message.
+
+    The admitted facts are ranked exactly as :func:`search_scores` ranks a search for the
+    same words (one compile, one fusion): the gate decides who may speak, never the order.
+    """
     compiled = compile_query(natural_text(message), stopwords=RECALL_STOPWORDS)
-    terms = _recall_terms(compiled)
-    if not terms:
+    if compiled.is_empty:
         return {}
-    # Retired facts stay indexed (a status change never touches the indexes), so they
-    # are subtracted here: one indexed read, cheaper than joining every posting.
-    retired = tx.retired_ids()
-    skip = retired | {int(i) for i in exclude}
-    total = tx.live_count()
-    common = max(COMMON_MIN_DF, COMMON_SHARE * total)
-    matched: dict[int, float] = {}
-    shared: dict[int, int] = {}
-    counted = 0
-    wanted = {text: found for text, found in terms.items() if significant(text)}
-    # One round trip for every (term, index) pair: recall runs on every turn.
-    probes = [probe for found in wanted.values() for probe in found]
-    found_ids = iter(tx.terms_ids(probes))
-    for text, expressions in wanted.items():
-        ids: set[int] = set()
-        for _ in expressions:
-            ids.update(next(found_ids))
-        ids -= retired
-        # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
-        # store lacks says nothing about the message's topic: only present ones count.
-        if len(ids) > common or (not ids and has_cjk(text)):
-            continue
-        counted += 1
-        idf = math.log(1 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
-        for fact_id in ids - skip:
-            matched[fact_id] = matched.get(fact_id, 0.0) + idf
-            shared[fact_id] = shared.get(fact_id, 0) + 1
-    floor = RECALL_MIN_COVERAGE * counted
-    if RECALL_GATE_PER_FACT:
-        matched = {i: score for i, score in matched.items() if shared[i] >= floor}
-    elif not any(n >= floor for n in shared.values()):
+    allowed = admitted(tx, message, skip=exclude)
+    if not allowed:
         return {}
-    boost_subjects(tx, matched, message)
-    return matched
+    scores, _ = search_scores(tx, compiled)
+    return {i: score for i, score in scores.items() if i in allowed}
 
 
 def recall_rows(
@@ -269,11 +313,11 @@ def recall_rows(
 ) -> list[tuple[FactRow, float]]:
     """Live fact rows relevant to a chat message, best first; ``[]`` when none is.
 
-    A fact must share significant terms with the message that are each found in at most
-    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and at least
-    ``RECALL_MIN_COVERAGE`` of the message's significant terms. Its score is the sum of
-    those terms' IDF in the ``log(1 + (N - df + 0.5) / (df + 0.5))`` form, which never
-    goes negative; ties go to the newest fact (highest id).
+    The message is answered only when some fact holds at least ``RECALL_MIN_COVERAGE``
+    of the significant terms of one of its clauses, each found in at most
+    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts (:func:`admitted`). Then its
+    facts are ranked as :func:`search_rows` ranks them (see :func:`recall_scores`); ties
+    go to the newest fact (highest id).
     """
     return rows_by_score(tx, recall_scores(tx, message, exclude=exclude), limit, categories)
 

@@ -12,14 +12,16 @@ Reading: a facts store is small (thousands of rows, not millions), so the query 
 is compared with the newest :data:`VECTOR_SCAN` live vectors by brute force; numpy does
 the dot products.
 
-Fusion keeps keywords in charge:
+Fusion is the session search's (:func:`memstrata.store.boosts.hybrid_scores`, one
+implementation): a keyword candidate gains ``VECTOR_WEIGHT`` x where its cosine stands
+among the facts compared (the least similar 0, the most similar 1), so the vector part
+means the same whatever the model's cosine range;
 
-* :func:`fuse_search` (explicit search): a keyword candidate gains
-  ``VECTOR_WEIGHT * max(0, (cos - VECTOR_FLOOR) / (1 - VECTOR_FLOOR))``; a fact the
-  keywords missed joins when ``cos >= SEARCH_VECTOR_MIN``, with that part alone;
+* :func:`fuse_search` (explicit search): a fact the keywords missed joins when its
+  calibrated cosine reaches ``SEARCH_VECTOR_MIN``, with the vector part alone;
 * :func:`fuse_recall` (gated prefetch): the same re-scoring of the facts the keyword gate
-  admitted, and a fact the gate refused joins only when ``cos >= RECALL_VECTOR_MIN``, a
-  bar set so unrelated chit-chat stays unanswered.
+  admitted, and a fact the gate refused joins only when its calibrated cosine reaches
+  ``RECALL_VECTOR_MIN``, a bar set so unrelated chit-chat stays unanswered.
 
 The thresholds were chosen on ``benchmarks/facts_recall.py`` with all-MiniLM-L6-v2; the
 figures are in ``benchmarks/results/facts_recall.md``.
@@ -32,13 +34,14 @@ from typing import Final
 
 from memstrata.errors import ConfigError, StorageError
 from memstrata.search.embedders import Embedder, encode_vector
-from memstrata.store.vectors import embed_queries, numpy_or_none
+from memstrata.store import boosts
+from memstrata.store.boosts import hybrid_scores
+from memstrata.store.vectors import embed_queries, numpy_or_none, relative
 
 __all__ = [
     "INDEX_BATCH",
     "RECALL_VECTOR_MIN",
     "SEARCH_VECTOR_MIN",
-    "VECTOR_FLOOR",
     "VECTOR_SCAN",
     "VECTOR_WEIGHT",
     "check_embedder",
@@ -53,11 +56,9 @@ INDEX_BATCH: Final = 64
 # Live vectors compared per query, newest first: 20 000 x 384 float32 is 30 MB read,
 # the most a per-turn prefetch should pay; a larger store keeps keywords for the rest.
 VECTOR_SCAN: Final = 20_000
-# Weight of the vector part against a keyword score (each keyword index contributes at
-# most 1, the best hit of each index scaled to 1).
-VECTOR_WEIGHT: float = 1.0
-# Cosine below this adds nothing: unrelated sentences of a sentence model sit around 0-0.2.
-VECTOR_FLOOR: float = 0.2
+# Weight of the vector part against a keyword score (the best keyword hit scores 1.0):
+# the session search's.
+VECTOR_WEIGHT: float = boosts.VECTOR_WEIGHT
 # A fact no keyword matched joins an explicit search at this cosine...
 SEARCH_VECTOR_MIN: float = 0.5
 # ... and a prefetch recall at this one: recall answers a chat message nobody wrote as a
@@ -167,27 +168,19 @@ def cosines(rows: Sequence[tuple[int, bytes]], query_vector: Sequence[float]) ->
     return {fid: float(x) for (fid, _), x in zip(kept, sims.tolist(), strict=True)}
 
 
-def vector_part(cos: float) -> float:
-    """What a cosine adds to a score: 0 up to VECTOR_FLOOR, then linear up to VECTOR_WEIGHT.
-
-    The constants are read at call time, so a benchmark can vary them."""
-    return VECTOR_WEIGHT * max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
-
-
 def fuse_search(
     keyword: Mapping[int, float],
     sims: Mapping[int, float],
     *,
     only_min: float | None = None,
 ) -> dict[int, float]:
-    """Keyword scores plus the vector part, and the vector-only facts whose cosine reaches
-    ``only_min`` (default SEARCH_VECTOR_MIN)."""
+    """The session search's hybrid fusion (:func:`memstrata.store.boosts.hybrid_scores`):
+    keyword scores plus ``VECTOR_WEIGHT`` x each fact's cosine relative to the facts
+    compared, and the vector-only facts whose (calibrated) cosine reaches ``only_min``
+    (default SEARCH_VECTOR_MIN)."""
     only_min = SEARCH_VECTOR_MIN if only_min is None else only_min
-    fused = {fid: score + vector_part(sims.get(fid, 0.0)) for fid, score in keyword.items()}
-    for fid, cos in sims.items():
-        if fid not in fused and cos >= only_min:
-            fused[fid] = vector_part(cos)
-    return fused
+    joining = [fid for fid, cos in sims.items() if fid not in keyword and cos >= only_min]
+    return hybrid_scores(keyword, relative(sims), joining, weight=VECTOR_WEIGHT)
 
 
 def fuse_recall(
@@ -197,17 +190,16 @@ def fuse_recall(
     *,
     only_min: float | None = None,
 ) -> dict[int, float]:
-    """The facts the keyword gate admitted (scores normalised to the best one) plus the
-    vector part, and the facts the gate refused whose cosine reaches ``only_min``
-    (default RECALL_VECTOR_MIN)."""
+    """The facts the keyword gate admitted (scores normalised to the best one) fused as
+    :func:`fuse_search` fuses them, and the facts the gate refused whose cosine reaches
+    ``only_min`` (default RECALL_VECTOR_MIN)."""
     only_min = RECALL_VECTOR_MIN if only_min is None else only_min
     best = max(gated.values(), default=0.0)
-    fused = {
-        fid: (score / best if best > 0 else 0.0) + vector_part(sims.get(fid, 0.0))
-        for fid, score in gated.items()
-    }
+    keyword = {fid: score / best if best > 0 else 0.0 for fid, score in gated.items()}
     skip = set(exclude)
-    for fid, cos in sims.items():
-        if fid not in fused and fid not in skip and cos >= only_min:
-            fused[fid] = vector_part(cos)
-    return fused
+    joining = [
+        fid
+        for fid, cos in sims.items()
+        if fid not in keyword and fid not in skip and cos >= only_min
+    ]
+    return hybrid_scores(keyword, relative(sims), joining, weight=VECTOR_WEIGHT)
