@@ -14,6 +14,8 @@
   endpoint returns, so tests can compute expectations.
 - :func:`approx_tokens` / :func:`common_prefix_length`: its token estimate and the
   prefix a prompt cache would reuse between two requests.
+- :mod:`memstrata.testing.store_contract` and :mod:`memstrata.testing.facts_contract`:
+  the behaviour suites every session-store and facts-store backend passes.
 
 See ``docs/testing.md`` for complete examples.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memstrata._lazy import lazy_exports
+from memstrata._moved import lazy_exports
 
 if TYPE_CHECKING:
     from memstrata.testing.embeddings import bag_of_words_embedding, cosine, hash_embedding

@@ -136,7 +136,8 @@ class PostgresSessionStore(BaseSessionStore):
             self._keeper.wrote()
 
     def delete_namespace(self) -> dict[str, int]:
-        """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history).
+        """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history,
+        facts).
 
         For removing a user's data for good; other tenants are untouched. Returns the
         rows deleted per table.
@@ -155,6 +156,23 @@ class PostgresSessionStore(BaseSessionStore):
             ):
                 cur = conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (self._namespace,))
                 deleted[table] = int(cur.rowcount)
+            # The facts of the tenant (memstrata.providers.facts.postgres), when that
+            # store ever ran in this database: its tables are created on its first use.
+            deleted.update({"fact_vectors": 0, "fact_history": 0, "facts": 0})
+            facts = conn.execute("SELECT to_regclass('facts') IS NOT NULL AS here").fetchone()
+            if facts is not None and facts["here"]:
+                for table in ("fact_vectors", "fact_history"):
+                    cur = conn.execute(
+                        f"DELETE FROM {table} WHERE namespace = %s", (self._namespace,)
+                    )
+                    deleted[table] = int(cur.rowcount)
+                conn.execute(
+                    "UPDATE facts SET superseded_by = NULL WHERE namespace = %s "
+                    "AND superseded_by IS NOT NULL",
+                    (self._namespace,),
+                )
+                cur = conn.execute("DELETE FROM facts WHERE namespace = %s", (self._namespace,))
+                deleted["facts"] = int(cur.rowcount)
             # Children first would need ordering; clearing the parent links avoids it.
             conn.execute(
                 "UPDATE sessions SET parent_session_id = NULL WHERE namespace = %s "
