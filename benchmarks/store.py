@@ -1002,6 +1002,12 @@ def main(argv: list[str] | None = None) -> int:
         help="PostgreSQL for --backend postgres|both (a fresh schema per phase, dropped after)",
     )
     parser.add_argument("--clients", type=int, default=8, help="client processes appending")
+    parser.add_argument(
+        "--pg-tenants", type=int, default=10, help="small PostgreSQL tenants beside the big one"
+    )
+    parser.add_argument(
+        "--pg-tenant-size", type=int, default=100_000, help="messages per small tenant"
+    )
     args = parser.parse_args(argv)
     if args.render:
         rerender(Path(args.render), Path(args.out), args.note)
@@ -1060,6 +1066,8 @@ def main(argv: list[str] | None = None) -> int:
                 repeats=args.repeats,
                 time_queries=time_queries,
                 summarize_classes=summarize_classes,
+                tenants=args.pg_tenants,
+                tenant_size=args.pg_tenant_size,
             )
     finally:
         if not args.keep_work:

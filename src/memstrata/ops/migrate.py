@@ -179,6 +179,9 @@ def migrate_home(
                 ) from exc
             finally:
                 source.close()
+            # A copy is a bulk load: fresh planner statistics for it when the server's
+            # autovacuum would not make them.
+            store.keep_statistics()
         else:
             report.warnings.append(f"{db_path} does not exist: no sessions to copy.")
         _copy_memory(root, store, report, overwrite_memory)
