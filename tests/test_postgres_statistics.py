@@ -112,6 +112,7 @@ def test_without_the_store_the_planner_would_guess(
     """The control: the same writes with the store's passes held back leave the planner
     with no statistics, estimating a small fraction of the tenant."""
     monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
     write(dsn, "unkept", ROWS)
     estimate, stats = estimated_rows(dsn, "unkept")
     assert stats["last_analyze"] is None, stats

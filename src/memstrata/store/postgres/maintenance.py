@@ -247,20 +247,29 @@ _UNAUTOVACUUMED = (
 )
 
 
-def due(conn: Conn) -> list[str]:
+def due(conn: Conn, written: int = 0) -> list[str]:
     """The VACUUM and ANALYZE statements the store's tables need now, when the server's
-    autovacuum does not look after them (empty when it does)."""
+    autovacuum does not look after them (empty when it does).
+
+    ``written`` is how many messages this process inserted since its last pass began:
+    the server publishes its counters up to seconds late (each backend flushes them
+    when it has been idle a while), so the counts the writer knows are taken when
+    larger, which makes the pass at the end of a bulk load see the whole load.
+    """
     statements = []
     for r in conn.execute(_UNAUTOVACUUMED, (list(KEPT_TABLES),)).fetchall():
         rows = float(r["rows"])
-        if int(r["inserted"] or 0) > VACUUM_BASE + VACUUM_SCALE * rows:
+        own = written if r["name"] == "messages" else 0
+        inserted = max(int(r["inserted"] or 0), own)
+        changed = max(int(r["changed"] or 0), own)
+        if inserted > VACUUM_BASE + VACUUM_SCALE * rows:
             statements.append(f"VACUUM (ANALYZE) {r['name']}")
-        elif int(r["changed"] or 0) > ANALYZE_BASE + ANALYZE_SCALE * rows:
+        elif changed > ANALYZE_BASE + ANALYZE_SCALE * rows:
             statements.append(f"ANALYZE {r['name']}")
     return statements
 
 
-def keep_statistics(connect: Callable[[], Conn]) -> list[str]:
+def keep_statistics(connect: Callable[[], Conn], written: int = 0) -> list[str]:
     """Run what :func:`due` finds, unless another process is at it; return what ran.
 
     ``connect`` opens a connection of its own (autocommit: VACUUM refuses to run in a
@@ -273,7 +282,7 @@ def keep_statistics(connect: Callable[[], Conn]) -> list[str]:
         if not got or not got["got"]:
             return []
         try:
-            statements = due(conn)
+            statements = due(conn, written)
             for sql in statements:
                 conn.execute(sql)
             return statements
@@ -285,26 +294,34 @@ class Keeper:
     """Counts a store's write transactions and, every :data:`CHECK_EVERY`, runs
     :func:`keep_statistics` on a thread of its own, so no write waits for it.
 
-    :meth:`close` waits for a running pass, so a bulk load that ends with ``close()``
-    leaves its statistics fresh.
+    :meth:`close` waits for a running pass and, when there were writes since the last
+    pass began, runs one more, so a bulk load that ends with ``close()`` leaves its
+    statistics fresh.
     """
 
     def __init__(self, connect: Callable[[], Conn]) -> None:
         self._connect = connect
         self._lock = threading.Lock()
         self._writes = 0
+        self._checked = 0
+        self._pending = False
+        self._rows = 0
+        self._rows_at_start = 0
         self._thread: threading.Thread | None = None
         self.passes: list[list[str]] = []
         self.error: BaseException | None = None
 
-    def wrote(self) -> None:
-        """One write transaction committed."""
+    def wrote(self, messages: int = 0) -> None:
+        """One write transaction committed, inserting ``messages`` messages."""
         with self._lock:
             self._writes += 1
+            self._rows += messages
             if (self._writes - 1) % CHECK_EVERY:
                 return
             if self._thread is not None and self._thread.is_alive():
                 return
+            self._checked = self._writes
+            self._rows_at_start, self._rows = self._rows, 0
             self._thread = threading.Thread(
                 target=self._run, name="memstrata-statistics", daemon=True
             )
@@ -312,14 +329,27 @@ class Keeper:
 
     def _run(self) -> None:
         try:
-            ran = keep_statistics(self._connect)
+            ran = keep_statistics(self._connect, self._rows_at_start)
             if ran:
                 self.passes.append(ran)
         except Exception as exc:  # the next pass retries; a write never fails for this
             self.error = exc
 
-    def close(self) -> None:
-        """Wait for a running pass to end."""
+    def wait(self) -> None:
+        """Wait for a running pass to end; the next one sees every write made so far."""
         thread = self._thread
         if thread is not None:
             thread.join()
+        with self._lock:
+            pending = self._writes > self._checked
+            self._checked = self._writes
+            if pending:
+                self._rows_at_start, self._rows = self._rows, 0
+        self._pending = pending
+
+    def close(self) -> None:
+        """Wait for a running pass to end; run a last one if writes came after it began."""
+        self.wait()
+        if self._pending:
+            self._pending = False
+            self._run()

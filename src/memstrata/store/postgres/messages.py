@@ -111,6 +111,8 @@ class MessageRows(Transaction):
 
     conn: Conn
     ns: str
+    # Messages inserted so far: the store's own statistics keeper counts them.
+    inserted: int
 
     def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
         params: list[Any] = []
@@ -124,6 +126,7 @@ class MessageRows(Transaction):
             params,
         )
         ids = [int(r["id"]) for r in cursor.fetchall()]
+        self.inserted += len(ids)
         newest = max(v.timestamp for v in rows)
         self.conn.execute(
             "UPDATE sessions SET message_count = message_count + %s, "

@@ -131,9 +131,10 @@ class PostgresSessionStore(BaseSessionStore):
         # Reads and writes share the pool; a snapshot is a REPEATABLE READ transaction.
         outermost = self._db.held() is None
         with self._db.connection(snapshot=snapshot and not write) as conn:
-            yield PostgresTransaction(conn, self._namespace)
+            tx = PostgresTransaction(conn, self._namespace)
+            yield tx
         if write and outermost:
-            self._keeper.wrote()
+            self._keeper.wrote(tx.inserted)
 
     def delete_namespace(self) -> dict[str, int]:
         """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history,
@@ -222,7 +223,7 @@ class PostgresSessionStore(BaseSessionStore):
         The store does this by itself every few hundred writes, on a thread of its own;
         call it after a bulk load done another way.
         """
-        self._keeper.close()
+        self._keeper.wait()
         return maintenance.keep_statistics(self._db.direct)
 
     def vacuum(self) -> None:

@@ -23,3 +23,4 @@ class PostgresTransaction(SessionRows, MessageRows, SearchRows):
     def __init__(self, conn: psycopg.Connection[Any], ns: str) -> None:
         self.conn = conn
         self.ns = ns
+        self.inserted = 0
