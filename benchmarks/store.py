@@ -937,6 +937,8 @@ def render(results: dict[str, Any]) -> str:
             w(f"| {name} | {o_txt} | {h_txt} |")
         w("")
 
+        if "ours_summary" not in size:  # --build-only
+            continue
         w("### Search latency per query class\n")
         w(
             f"`search_messages(query, limit=20)`, {corpus.QUERIES_PER_CLASS} distinct queries per "
