@@ -157,14 +157,14 @@ def _index_candidates(
     ]
 
 
-def _common_df(conn: sqlite3.Connection, index: Index, leaf: str, total: int) -> float | None:
+def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:
     """Estimated row count of a term found in more than COMMON_DF rows, else None.
 
     FTS5 walks a doclist at tens of nanoseconds a row but scores a row (BM25 reads its
     length) at microseconds, so "which row is the (COMMON_DF+1)-th newest match?" is cheap
     to ask. Its distance from the newest row gives the term's density, hence its count.
     """
-    count, exact = bm25.density_count(conn, _TABLES[index], leaf, total, COMMON_DF)
+    count, exact = bm25.density_count(walks, _TABLES[index], leaf, total, COMMON_DF)
     return None if exact else min(float(total), count)
 
 
@@ -175,6 +175,7 @@ def _capped_candidates(
     tree: Node | None,
     filters: Filters,
     k: int,
+    walks: bm25.Walks,
 ) -> list[tuple[int, str, float, float]]:
     """Rank a boolean query (AND, NOT, OR of groups) without FTS5's bm25().
 
@@ -195,6 +196,7 @@ def _capped_candidates(
         limit=BOOLEAN_RANKED,
         probe=COMMON_DF,
         weights=() if index == "cjk" else COLUMN_WEIGHTS,
+        walks=walks,
     )
     rows = _join_ranked(conn, ranked, filters, k)
     if len(rows) >= k or len(ranked) < BOOLEAN_RANKED:
@@ -247,6 +249,7 @@ def _bounded_candidates(
     filters: Filters,
     k: int,
     total: int,
+    walks: bm25.Walks,
 ) -> list[tuple[int, str, float, float]]:
     """Rank an OR of terms without scoring every row of its most common terms.
 
@@ -263,7 +266,7 @@ def _bounded_candidates(
     common: list[tuple[str, Term, float]] = []
     rare: list[str] = []
     for leaf, term in leaves:
-        df = _common_df(conn, index, leaf, total)
+        df = _common_df(walks, index, leaf, total)
         if df is None:
             rare.append(leaf)
         else:
@@ -288,10 +291,9 @@ def _bounded_candidates(
     if len(rows) < k:
         # Too few rare matches (or none): the newest matches of the common terms fill up.
         seen = {r[0] for r in rows}
-        either = " OR ".join(leaf for leaf, _, _ in common)
-        newest = _index_candidates(conn, index, either, filters, k, "newest")
+        newest = _newest_of_any(walks, index, [leaf for leaf, _, _ in common], filters, k)
         rows += [r for r in newest if r[0] not in seen][: k - len(rows)]
-        holders, known_from = _newest_by_term(conn, index, common, k)
+        holders, known_from = _newest_by_term(walks, index, common, k)
         for mid, terms in holders.items():
             if present.get(mid) != everything:
                 present[mid] = terms
@@ -392,8 +394,46 @@ def message_texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str
     return out
 
 
+def _newest_of_any(
+    walks: bm25.Walks, index: Index, leaves: Sequence[str], filters: Filters, k: int
+) -> list[tuple[int, str, float, float]]:
+    """The newest k rows matching any of ``leaves`` that pass ``filters`` (score 0.0), as
+    the OR's newest-first query gives them, from each leaf's newest-first walk.
+
+    Each walk (kept from the leaf's density probe, see :class:`bm25.Walks`) holds all of
+    its leaf's matches down to its oldest row id, so their union holds every match of
+    the OR down to the newest of those ids (the floor). When fewer than k rows above the
+    floor pass the filters, the OR's own query runs.
+    """
+    table = _TABLES[index]
+    lists = [walks.newest(table, leaf, k) for leaf in leaves]
+    floor = max((ids[-1] for ids in lists if len(ids) >= k), default=0)
+    union = sorted({mid for ids in lists for mid in ids if mid >= floor}, reverse=True)
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    out: list[tuple[int, str, float, float]] = []
+    for start in range(0, len(union), 2 * k):
+        chunk = union[start : start + 2 * k]
+        marks = ", ".join("?" for _ in chunk)
+        found = {
+            int(r[0]): (str(r[1]), float(r[2]))
+            for r in walks.conn.execute(
+                f"SELECT m.id, m.session_id, m.timestamp FROM messages m{join_sessions} "
+                f"WHERE m.id IN ({marks}){where}",
+                [*chunk, *params],
+            )
+        }
+        out += [(mid, *found[mid], 0.0) for mid in chunk if mid in found]
+        if len(out) >= k:
+            return out[:k]
+    if floor == 0:
+        return out  # every match of every leaf was in the walks
+    either = " OR ".join(leaves)
+    return _index_candidates(walks.conn, index, either, filters, k, "newest")
+
+
 def _newest_by_term(
-    conn: sqlite3.Connection, index: Index, common: Sequence[tuple[str, Term, float]], k: int
+    walks: bm25.Walks, index: Index, common: Sequence[tuple[str, Term, float]], k: int
 ) -> tuple[dict[int, frozenset[int]], list[int | None]]:
     """Which of the ``common`` terms each of the newest rows holds, from the index alone.
 
@@ -407,13 +447,7 @@ def _newest_by_term(
     holders: dict[int, set[int]] = {}
     floors: list[int | None] = []
     for i, (leaf, _, _) in enumerate(common):
-        found = [
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
-                (leaf, k),
-            )
-        ]
+        found = walks.newest(table, leaf, k)
         floors.append(0 if len(found) < k else (found[-1] if found else 0))
         for mid in found:
             holders.setdefault(mid, set()).add(i)
@@ -440,6 +474,7 @@ def collect_candidates(
     """
     found: dict[int, Candidate] = {}
     total = 0
+    walks = bm25.Walks(conn)
     if bounded and order == "rank" and compiled.leaves is not None:
         total = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
     for index in indexes or tuple(_TABLES):
@@ -465,9 +500,9 @@ def collect_candidates(
             joined = joined_sessions(filters)
             rows = substring.candidates(conn, node, where, params, joined, k, order)
         elif total > COMMON_DF and leaves:
-            rows = _bounded_candidates(conn, index, leaves, filters, k, total)
+            rows = _bounded_candidates(conn, index, leaves, filters, k, total, walks)
         elif bounded and order == "rank" and compiled.leaves is None:
-            rows = _capped_candidates(conn, index, match, compiled.tree, filters, k)
+            rows = _capped_candidates(conn, index, match, compiled.tree, filters, k, walks)
         else:
             rows = _index_candidates(conn, index, match, filters, k, order)
         if not rows:
