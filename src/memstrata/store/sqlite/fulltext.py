@@ -157,6 +157,57 @@ def _index_candidates(
     ]
 
 
+def _rare_phrase(
+    walks: bm25.Walks,
+    index: Index,
+    leaf: str,
+    filters: Filters,
+    k: int,
+    total: int,
+) -> list[tuple[int, str, float, float]] | None:
+    """The best k rows of a phrase found in at most COMMON_DF rows, in one statement; None
+    when it is found in more, or when its words are too common to rank it unprobed.
+
+    A phrase found in few rows is ranked by FTS5's bm25() (see _bounded_candidates), and
+    its density probe walks every one of its matches first, checking positions over the
+    doclists of all its words: a third of the whole cost. A phrase occurs in no more rows
+    than its rarest word, so when that word is in at most bm25.EXACT_ROWS rows (its own
+    probe reads one doclist), ranking every match is cheap and the count of matches
+    rides along: at most COMMON_DF, this is the answer the probe would have led to.
+    Otherwise (or when filters leave too few rows) the caller's steps run.
+    """
+    if "*" in leaf:
+        return None
+    table = _TABLES[index]
+    words = re.findall(r"[^\W_]+", leaf)
+    bound = min(
+        (bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] for w in words),
+        default=float(total),
+    )
+    if bound > bm25.EXACT_ROWS:
+        return None
+    weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    sql = (
+        f"WITH a AS MATERIALIZED (SELECT rowid AS rid, bm25({table}{weights}) AS score "
+        f"FROM {table} WHERE {table} MATCH ?), "
+        "f AS MATERIALIZED (SELECT rid, score FROM a ORDER BY score LIMIT ?) "
+        "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM a) "
+        f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
+    )
+    rows: list[tuple[int, str, float, float]] = []
+    matches = None
+    for r in walks.conn.execute(sql, [leaf, 2 * k, *params]):
+        rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
+        matches = int(r[4])
+    if matches is None or matches > COMMON_DF:
+        return None
+    if len(rows) >= k or matches < 2 * k or (not where and not join_sessions):
+        return rows[:k]
+    return None
+
+
 def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:
     """Estimated row count of a term found in more than COMMON_DF rows, else None.
 
@@ -263,6 +314,10 @@ def _bounded_candidates(
     term; each term's newest row ids settle the newest rows, see _newest_by_term) and
     from the row's text only for the rows those walks did not settle.
     """
+    if len(leaves) == 1 and bm25.Walks.costly(leaves[0][0]):
+        direct = _rare_phrase(walks, index, leaves[0][0], filters, k, total)
+        if direct is not None:
+            return direct
     common: list[tuple[str, Term, float]] = []
     rare: list[str] = []
     for leaf, term in leaves:
