@@ -638,10 +638,18 @@ def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> 
     ours_db = folder / f"memstrata-{n}-{opts.build}.db"
     record = ours_db.with_name(ours_db.name + ".build.json")
     proc = None
+    hermes_record = None
     if hermes is not None:
-        hermes_db = hermes.home / f"hermes-{n}.db"
-        proc = hermes.start({"op": "build", "db_path": str(hermes_db), "n": n, "batch": 5000})
-        log(f"size {n}: building the Hermes database (in parallel) ...")
+        hermes_db = (opts.db_dir or hermes.home) / f"hermes-{n}.db"
+        hermes_record = hermes_db.with_name(hermes_db.name + ".build.json")
+        if opts.db_dir is not None and hermes_record.exists() and hermes_db.exists():
+            res["hermes_build"] = {**json.loads(hermes_record.read_text()), "reused": True}
+            log(f"size {n}: reusing {hermes_db}")
+        else:
+            _remove_db(hermes_db)
+            job = {"op": "build", "db_path": str(hermes_db), "n": n, "batch": 5000}
+            proc = hermes.start(job)
+            log(f"size {n}: building the Hermes database (in parallel) ...")
     if opts.db_dir is not None and record.exists() and ours_db.exists():
         res["ours_build"] = {**json.loads(record.read_text()), "reused": str(ours_db.name)}
         log(f"size {n}: reusing {ours_db} (built in {res['ours_build']['seconds']:.0f} s)")
@@ -666,13 +674,26 @@ def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> 
     if "ours_bytes" not in res:
         res["ours_bytes"] = res["ours_build"].pop("bytes")
         res["ours_tables"] = res["ours_build"].pop("tables")
-    if opts.build_only:
-        return res
     if proc is not None and hermes is not None:
         res["hermes_build"] = Hermes.finish(proc)
         log(f"size {n}: Hermes built in {res['hermes_build']['seconds']:.0f} s")
         res["hermes_bytes"] = file_bytes(hermes_db)
         res["hermes_tables"] = table_bytes(hermes_db)
+        if opts.db_dir is not None and hermes_record is not None:
+            hermes_record.write_text(
+                json.dumps(
+                    {
+                        **res["hermes_build"],
+                        "bytes": res["hermes_bytes"],
+                        "tables": res["hermes_tables"],
+                    }
+                )
+            )
+    if "hermes_build" in res and "hermes_bytes" not in res:
+        res["hermes_bytes"] = res["hermes_build"].pop("bytes")
+        res["hermes_tables"] = res["hermes_build"].pop("tables")
+    if opts.build_only:
+        return res
 
     if opts.cold:
         log(f"size {n}: memstrata first queries on a dropped page cache ...")
@@ -720,7 +741,7 @@ def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> 
                         "op": "append",
                         "db_path": str(hermes_db),
                         "n": opts.append_n,
-                        "id_prefix": f"a{i}-",
+                        "id_prefix": f"a{tag}{i}-",
                     }
                 )
                 for i in range(opts.repeats)
@@ -731,7 +752,7 @@ def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> 
     res["append_at_size"] = at_size
     if opts.db_dir is None:
         _remove_db(ours_db)
-    if hermes is not None:
+    if hermes is not None and opts.db_dir is None:
         _remove_db(hermes_db)
     return res
 
