@@ -244,9 +244,10 @@ def test_a_prefix_is_walked_once_per_search(
     monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 5)
     with traced_reads(store) as statements:
         shared = _page(store, "kaf* OR redi*")
-    walks = [x for x in statements if "FROM messages_fts WHERE" in x and "*" in x]
-    # One walk per prefix, however many steps read it.
-    assert len(walks) == 2
+    walks = [x for x in statements if "FROM messages_fts WHERE" in x and "rowid DESC" in x]
+    # One walk per prefix (as the OR of the words it covers), however many steps read it.
+    assert len([x for x in walks if "kafka" in x]) == 1
+    assert len([x for x in walks if '"redi"' in x]) == 1  # the stem of redis
     monkeypatch.setattr(
         ft.bm25.Walks,
         "newest",
@@ -262,3 +263,35 @@ def _plain_walk(walks: ft.bm25.Walks, table: str, match: str, limit: int) -> lis
         (match, limit),
     )
     return [int(r[0]) for r in rows]
+
+
+def test_a_prefix_walks_as_the_or_of_the_words_it_covers(tmp_path: Path) -> None:
+    """The OR of the covered words matches the rows the prefix matches; the prefix is
+    stemmed first ("tracing"* covers the words of "trace"*), and a prefix of two tokens or
+    of too many words is left as written."""
+    from memstrata.store.sqlite import prefix
+
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        words = ["trace", "traces", "tracing", "traceback", "tracer", "track", "trade"]
+        s.append_messages(
+            "a", [{"role": "user", "content": f"{w} {i}"} for i, w in enumerate(words)]
+        )
+        s.append_messages("a", [{"role": "user", "content": f"zz{i:03d}"} for i in range(70)])
+        with s.read_conn() as conn:
+
+            def rows(match: str) -> set[int]:
+                found = conn.execute(
+                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,)
+                )
+                return {int(r[0]) for r in found}
+
+            for written in ('"trac"*', '"tracing"*', '"trace"*', '"tr"*'):
+                as_or = prefix.as_or(conn, "messages_fts", written)
+                assert as_or is not None and "*" not in as_or
+                assert rows(as_or) == rows(written) != set()
+            assert prefix.as_or(conn, "messages_fts", '"tracing"*').count(" OR ") == 2
+            assert prefix.as_or(conn, "messages_fts", '"auth-ap"*') is None
+            assert prefix.as_or(conn, "messages_fts", '"zz"*') is None  # 70 words
+            assert prefix.as_or(conn, "messages_fts_cjk", '"trac"*') is None
+            assert prefix.as_or(conn, "messages_fts", '"qqq"*') is None

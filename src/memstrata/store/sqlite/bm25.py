@@ -32,6 +32,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from memstrata.query.compile import Index, Node, Term
+from memstrata.store.sqlite import prefix
 
 __all__ = ["B", "EXACT_ROWS", "K1", "Walks", "density_count", "idf", "rank_newest", "varints"]
 
@@ -87,11 +88,13 @@ class Walks:
             ids, asked = known
             if limit <= asked or len(ids) < asked:
                 return ids[:limit]
-        # One text value instead of a row object per id.
+        # A prefix walks as the OR of the words it covers (the same rows, see
+        # memstrata.store.sqlite.prefix); one text value instead of a row object per id.
+        walked = (prefix.as_or(self.conn, table, match) if "*" in match else None) or match
         (joined,) = self.conn.execute(
             f"SELECT group_concat(rid) FROM (SELECT rowid AS rid FROM {table} "
             f"WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?)",
-            (match, limit),
+            (walked, limit),
         ).fetchone()
         ids = [int(x) for x in joined.split(",")] if joined else []
         self._lists[(table, match)] = (ids, limit)
