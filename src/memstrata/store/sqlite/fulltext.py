@@ -18,6 +18,7 @@ every backend: :mod:`memstrata.store.rank`.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -260,15 +261,18 @@ def _join_ranked(
 ) -> list[tuple[int, str, float, float]]:
     """The best k of ``ranked`` (row id, score) that pass ``filters``, with their messages.
 
-    Rows are joined 2k at a time, best first: a page needs k of them, and reading every
-    ranked row's message would cost more than ranking them did.
+    Rows are joined k, then 2k at a time, best first: a page needs k of them (the filters
+    rarely drop any), and reading every ranked row's message would cost more than ranking
+    them did.
     """
     where, params = filter_sql(filters)
     join_sessions = joined_sessions(filters)
     out: list[tuple[int, str, float, float]] = []
-    step = 2 * k
-    for start in range(0, len(ranked), step):
-        chunk = ranked[start : start + step]
+    bounds = [0, *range(k, len(ranked) + 2 * k, 2 * k)]
+    for start, stop in itertools.pairwise(bounds):
+        chunk = ranked[start:stop]
+        if not chunk:
+            break
         marks = ", ".join("?" for _ in chunk)
         found = {
             int(r[0]): (str(r[1]), float(r[2]))
