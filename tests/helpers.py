@@ -10,6 +10,10 @@ import copy
 import importlib.util
 import json
 import os
+import re
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +145,49 @@ def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
     env["MEMSTRATA_HOME"] = str(home)
     env.update(extra)
     return env
+
+
+class UiServer:
+    """``memstrata ui --no-open`` run through the console script on ``home``: its URL,
+    token and origin, read from the line it prints. Stopped with SIGTERM on exit."""
+
+    def __init__(self, home: Path, *args: str, **env: str) -> None:
+        script = Path(sys.executable).parent / "memstrata"
+        self.errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed on exit
+        self.proc = subprocess.Popen(
+            [str(script), "ui", "--no-open", *args],
+            env=subprocess_env(home, **env),
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # the URL line, or nothing if it failed
+        found = re.search(r"(http://[^/\s]+)/\?token=(\S+)", line)
+        if found is None:
+            self.__exit__()
+            raise AssertionError(f"memstrata ui did not start: {line}{self.stderr}")
+        self.origin, self.token = found.group(1), found.group(2)
+        self.url = f"{self.origin}/?token={self.token}"
+        self.port = int(self.origin.rsplit(":", 1)[1])
+        self.cookie = f"memstrata_ui_{self.port}={self.token}"
+
+    def __enter__(self) -> UiServer:
+        return self
+
+    @property
+    def stderr(self) -> str:
+        """What the server wrote to stderr so far."""
+        self.errors.seek(0)
+        return self.errors.read()
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.errors.close()

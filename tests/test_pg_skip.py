@@ -65,7 +65,6 @@ def test_no_test_prints_into_the_progress_output() -> None:
     offenders = [
         path.name
         for path in TESTS.glob("test_*.py")
-        if "capsys.disabled(" in path.read_text(encoding="utf-8")
-        and path.name != "test_pg_skip.py"
+        if "capsys.disabled(" in path.read_text(encoding="utf-8") and path.name != "test_pg_skip.py"
     ]
     assert offenders == []

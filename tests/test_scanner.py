@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memstrata.scanner.regex import _Anchors
 from memstrata.scanner.scan import (
     INVISIBLE_CODEPOINTS,
     MAX_SCAN_CHARS,
@@ -414,6 +415,33 @@ def test_anchor_prefilter_agrees_on_the_corpora() -> None:
                 p.pattern_id,
                 row["text"],
             )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=30),
+    st.integers(min_value=1, max_value=400),
+    st.sampled_from(["", "a", "@", "-", "\u5bc6"]),
+)
+def test_anchor_presence_on_long_texts_is_exact(words: list[str], times: int, run: str) -> None:
+    """On a long text the anchors are looked up in its distinct chunks with runs cut:
+    every anchor is found exactly when it occurs in the text."""
+    text = fold(" ".join(words) * times + run * 5000 + " ".join(reversed(words)))
+    found = _Anchors(text)
+    every = {a for p in PATTERNS for alt in p.alternatives for group in alt.anchors for a in group}
+    for anchor in sorted(every):
+        assert found[anchor] == (anchor in text), anchor
+
+
+@pytest.mark.parametrize("filler", ["curl -d @ ", "<!--", "ignore ", "key token @ http "])
+def test_attacks_are_found_inside_long_anchor_dense_filler(filler: str) -> None:
+    """Windows around the rarest anchor group still hold every match: an attack padded
+    with 12K characters of another rule's anchors is found with the same ids."""
+    pad = (filler * (12_000 // len(filler)))[:12_000] + "\n"
+    rows = ATTACKS[::6]
+    for row, alone in zip(rows, [ids(row["text"]) for row in rows], strict=True):
+        padded = ids(pad + row["text"] + "\n" + pad)
+        assert set(alone) <= set(padded), (row["text"], alone, padded)
 
 
 # --- docs ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from memstrata import _moved
-from memstrata._lazy import lazy_exports
+from memstrata._moved import lazy_exports
 
 if TYPE_CHECKING:
     from memstrata.agent.loop import Agent

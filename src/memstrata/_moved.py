@@ -1,9 +1,15 @@
-"""Module paths of the flat 0.1 layout, still importable from their new homes.
+"""How the package's names are found: lazy package faces and the 0.1 module paths.
 
-0.1 kept ~80 modules side by side (``memstrata.fulltext``, ``memstrata.memory_tool``);
-they now live in packages named for their layer. Importing an old path gives the new
-module and a :class:`DeprecationWarning` naming it, so code written against 0.1 keeps
-running while it moves. ``memstrata.postgres`` is no deprecated path: it is the documented
+**Lazy faces.** ``import memstrata`` and ``import memstrata.store`` stay cheap: a script
+that needs one layer pays only for that layer. A package face calls
+:func:`lazy_exports` with the public names it offers and the module defining each, and
+binds the two functions it returns as its module-level ``__getattr__`` and ``__dir__``.
+
+**Moved paths.** 0.1 kept ~80 modules side by side (``memstrata.fulltext``,
+``memstrata.memory_tool``); they now live in packages named for their layer. Importing an
+old path gives the new module and a :class:`DeprecationWarning` naming it, so code
+written against 0.1 keeps running while it moves (``memstrata._lazy``, folded in here,
+is served the same way). ``memstrata.postgres`` is no deprecated path: it is the documented
 home of :class:`~memstrata.store.postgres.PostgresSessionStore`, kept as an alias of
 ``memstrata.store.postgres``. The finder is installed when ``memstrata`` is imported.
 """
@@ -15,11 +21,33 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
+from typing import Any
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, serving ``exports`` (name -> module)."""
+
+    def getattr_(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)  # later lookups skip this function
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *exports})
+
+    return getattr_, dir_
+
 
 # Old dotted path (under memstrata.) -> new one. A package entry covers its submodules.
 MOVED: dict[str, str] = {
+    "_lazy": "_moved",
     "agent_turn": "agent.turn",
     "approval": "memory.approval",
     "background": "providers.background",

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "plugins": "memstrata.cli.plugins:plugins_group",
     "search": "memstrata.cli.search:search_command",
     "sessions": "memstrata.cli.sessions:sessions_group",
+    "ui": "memstrata.cli.ui:ui_command",
 }
 
 

@@ -10,7 +10,7 @@ from memstrata.cli.common import CONTEXT_SETTINGS
 from memstrata.config import Config
 
 
-def _with_store(config: Config, dsn: str | None, namespace: str | None) -> Config:
+def with_store(config: Config, dsn: str | None, namespace: str | None) -> Config:
     """``config`` with ``store.dsn`` / ``store.namespace`` taken from the command line."""
     store = dict(config.values["store"])
     if dsn is not None:
@@ -82,7 +82,7 @@ def mcp_command(
         raise click.UsageError("--host and --port apply to --transport http only.")
     config = Config.load()
     if dsn is not None or namespace is not None:
-        config = _with_store(config, dsn, namespace)
+        config = with_store(config, dsn, namespace)
     service = MemoryService(config)
     try:
         run(service, "http" if transport == "http" else "stdio", host=host, port=port)

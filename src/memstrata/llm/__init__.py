@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memstrata._lazy import lazy_exports
+from memstrata._moved import lazy_exports
 
 if TYPE_CHECKING:
     from memstrata.llm.anthropic_client import AnthropicClient

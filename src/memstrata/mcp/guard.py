@@ -12,6 +12,9 @@ Every HTTP request passes three checks before it reaches the MCP app:
   (:mod:`memstrata.mcp.token`). It is required on every non-loopback bind; on a
   loopback bind it is checked whenever ``mcp.require_token`` is on.
 
+The Host and Origin rules (:func:`door_refusal`) are shared by every HTTP server
+memstrata runs: ``memstrata ui`` checks the same two before its own token.
+
 Why our own middleware and not the SDK's: the SDK guards only the three literal loopback
 names with a port wildcard, so ``Origin: http://localhost:<any port>`` passes and every
 other bind address is unguarded.
@@ -27,13 +30,24 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HttpGuard", "Policy", "allowed_hosts", "is_loopback", "is_wildcard"]
+__all__ = [
+    "HttpGuard",
+    "Policy",
+    "Refusal",
+    "allowed_hosts",
+    "door_refusal",
+    "header_values",
+    "is_loopback",
+    "is_wildcard",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# (HTTP status, what was refused, what to do about it)
+Refusal = tuple[int, str, str]
 
 
 def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -104,11 +118,14 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[
 @dataclass(frozen=True)
 class Policy:
     """What the guard accepts: exact ``Host`` values, exact origins, and the token
-    (None: no token checked)."""
+    (None: no token checked). ``settings`` names the configuration section whose
+    ``allowed_hosts``/``allowed_origins`` extend the lists, for the refusals' hints
+    (empty: the lists cannot be extended)."""
 
     hosts: frozenset[str]
     origins: frozenset[str]
     token: str | None
+    settings: str = "mcp"
 
     @classmethod
     def for_bind(
@@ -119,6 +136,7 @@ class Policy:
         token: str | None,
         extra_hosts: Iterable[str] = (),
         extra_origins: Iterable[str] = (),
+        settings: str = "mcp",
     ) -> Policy:
         """The policy of a server bound to ``host``:``port``: its own origins
         (``http://<allowed host>``) plus ``extra_origins``."""
@@ -126,13 +144,43 @@ class Policy:
         origins = {f"http://{h}" for h in hosts} | {
             o.strip().rstrip("/").lower() for o in extra_origins if o.strip()
         }
-        return cls(hosts=hosts, origins=frozenset(origins), token=token)
+        return cls(hosts=hosts, origins=frozenset(origins), token=token, settings=settings)
 
 
-def _header(scope: Scope, name: bytes) -> list[str]:
+def header_values(scope: Scope, name: bytes) -> list[str]:
+    """Every value of the request header ``name`` (lower-case bytes), in order."""
     return [
         value.decode("latin-1") for key, value in scope.get("headers", ()) if key.lower() == name
     ]
+
+
+def door_refusal(scope: Scope, policy: Policy) -> Refusal | None:
+    """The Host and Origin checks of :class:`Policy`: ``(status, error, hint)`` when the
+    request must be refused, else None. The token is each server's own business."""
+    extend = f" or add the name to {policy.settings}.allowed_hosts" if policy.settings else ""
+    hosts = header_values(scope, b"host")
+    if len(hosts) != 1 or hosts[0].strip().lower() not in policy.hosts:
+        shown = hosts[0] if hosts else "(none)"
+        return (
+            403,
+            f"Host {shown!r} is not served here",
+            f"Connect with the address the server printed{extend}.",
+        )
+    origins = header_values(scope, b"origin")
+    if origins:
+        origin = origins[0].strip().rstrip("/").lower()
+        if len(origins) != 1 or origin not in policy.origins:
+            trust = (
+                f"; add a trusted web origin to {policy.settings}.allowed_origins"
+                if policy.settings
+                else ""
+            )
+            return (
+                403,
+                f"Origin {origins[0]!r} may not call this server",
+                f"Only the server's own origin is accepted{trust}.",
+            )
+    return None
 
 
 class HttpGuard:
@@ -143,30 +191,14 @@ class HttpGuard:
         self.app = app
         self.policy = policy
 
-    def refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+    def refusal(self, scope: Scope) -> Refusal | None:
         """``(status, error, hint)`` when the request must be refused, else None."""
-        hosts = _header(scope, b"host")
-        if len(hosts) != 1 or hosts[0].strip().lower() not in self.policy.hosts:
-            shown = hosts[0] if hosts else "(none)"
-            return (
-                403,
-                f"Host {shown!r} is not served here",
-                "Connect with the address the server printed, or add the name to "
-                "mcp.allowed_hosts.",
-            )
-        origins = _header(scope, b"origin")
-        if origins:
-            origin = origins[0].strip().rstrip("/").lower()
-            if len(origins) != 1 or origin not in self.policy.origins:
-                return (
-                    403,
-                    f"Origin {origins[0]!r} may not call this server",
-                    "Only the server's own origin is accepted; add a trusted web origin to "
-                    "mcp.allowed_origins.",
-                )
+        refused = door_refusal(scope, self.policy)
+        if refused is not None:
+            return refused
         if self.policy.token is not None:
             expected = f"Bearer {self.policy.token}".encode()
-            given = _header(scope, b"authorization")
+            given = header_values(scope, b"authorization")
             sent = given[0].strip().encode("latin-1", "replace") if len(given) == 1 else b""
             if not hmac.compare_digest(sent, expected):
                 return (

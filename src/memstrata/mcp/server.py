@@ -442,7 +442,7 @@ def run(
         say(f"memstrata MCP server on {http_url(sock, bind_host)} ({where}{needs})")
     else:
         say(f"memstrata MCP server on stdio ({where})")
-    with _stop_on_sigterm():
+    with stop_on_sigterm():
         try:
             if sock is None:
                 anyio.run(serve_stdio, service, backend="asyncio")
@@ -456,7 +456,7 @@ def run(
 
 
 @contextlib.contextmanager
-def _stop_on_sigterm() -> Iterator[None]:
+def stop_on_sigterm() -> Iterator[None]:
     """Turn SIGTERM into KeyboardInterrupt while serving.
 
     A process manager stops servers with SIGTERM, whose default action kills the process

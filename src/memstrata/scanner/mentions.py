@@ -11,6 +11,8 @@ quoted key is a key.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from itertools import islice
 
 from memstrata.scanner.patterns_intent import sentence_span
 
@@ -37,15 +39,14 @@ def blank_quoted_mentions(text: str) -> str:
     """``text`` with quoted spans in sentences that talk about them replaced by spaces."""
     if not any(q in text for q in "'\"“‘«„「『`"):
         return text
+    # The rest stays as written past MAX_QUOTES: more findings, never fewer.
+    quotes = list(islice(_QUOTED_RX.finditer(text), MAX_QUOTES))
+    spans = [sentence_span(text, m.start(), m.end()) for m in quotes]
+    hits = _mention_hits(text, spans)
     parts: list[str] = []
     pos = 0
-    for seen, m in enumerate(_QUOTED_RX.finditer(text)):
-        if seen >= MAX_QUOTES:
-            break  # the rest stays as written: more findings, never fewer
-        start, end = sentence_span(text, m.start(), m.end())
-        # Host names and paths ("evil.example", "attacker.io") say nothing about intent.
-        outside = _ADDRESSY_RX.sub(" ", text[start : m.start()] + " " + text[m.end() : end])
-        if not _MENTION_RX.search(outside):
+    for m, (start, end) in zip(quotes, spans, strict=True):
+        if not (_holds_hit(hits, start, m.start()) or _holds_hit(hits, m.end(), end)):
             continue
         parts.append(text[pos : m.start() + 1])
         parts.append(" " * (m.end() - m.start() - 2))
@@ -54,3 +55,33 @@ def blank_quoted_mentions(text: str) -> str:
         return text
     parts.append(text[pos:])
     return "".join(parts)
+
+
+def _mention_hits(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The mention words in the sentences around the quotes, each sentence read once.
+
+    Sentences of neighbouring quotes overlap; reading them merged keeps the work linear in
+    the text rather than in quotes times sentence length. Host names and paths
+    ("evil.example", "attacker.io") are blanked first: they say nothing about intent.
+    """
+    hits: list[tuple[int, int]] = []
+    for lo, hi in _merged(spans):
+        segment = _ADDRESSY_RX.sub(lambda m: " " * len(m.group()), text[lo:hi])
+        hits.extend((lo + h.start(), lo + h.end()) for h in _MENTION_RX.finditer(segment))
+    return hits
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _holds_hit(hits: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether a hit lies wholly inside ``text[start:end]`` (hits are sorted, disjoint)."""
+    i = bisect_left(hits, (start, -1))
+    return i < len(hits) and hits[i][1] <= end

@@ -71,6 +71,23 @@ _SECRET = _any(
     r"|\bпарол|\bключ|\bтокен|\bсекрет|\bучетн"
     r"|密码|密钥|秘钥|令牌|凭证|凭据|私钥|パスワード|apiキー|鍵|トークン|認証情報|秘密鍵"
 )
+# A substring of every word _SECRET matches: a rule that needs a secret is skipped, and
+# its windows placed, by these.
+_CONFIDENTIAL_ANCHORS = " ".join(
+    (
+        "key token secret credential creds passw passphrase .env cookie seed contrasena",
+        "clave credenciales llave passe cle jeton identifiants kennwort schlussel",
+        "zugangsdaten geheimnis парол ключ токен секрет учетн 密码 密钥 秘钥 令牌 凭证 凭据 私钥",
+        "パスワード キー 鍵 トークン 認証情報",
+    )
+)
+_SEND_ANCHORS = (
+    "send post upload forward transmit submit exfiltrat leak mail share sync push deliver "
+    "relay bcc copy beam envia manda sube subir comparte transfier envoie envoy transmet "
+    "transfere partage televerse expedie schick ubermittel hochlad lade teile leite "
+    "weiterleit отправ отошл пошли перешл пересла загрузи выгрузи сбрось передаи сливаи слеи "
+    "发送 发到 发给 上传 转发 传到 提交 同步到 发往 寄到 抄送 送信 送って 送る アップロード 転送 共有"
+)
 _ACT_RUN = _any(
     r"\brun\b|\bexecute|\bexec\b|\beval\b|\blaunch|\bsource\b|\binstall\b"
     r"|\bejecut|\bcorre\b|\blanza\b|\binstala\b"
@@ -147,14 +164,18 @@ _COPY = _any(
 class _Rule:
     """A regex over normalised text; a match in a sentence that ``excuse`` matches is skipped.
 
-    Every match contains one of the rule's anchors and is at most a few sentences long,
-    so on a long text the regex runs only in windows around the anchors' occurrences
-    (merged where they overlap): the cost follows the anchors, not the text's length.
+    Every match contains an anchor of each of the rule's anchor groups and is at most a
+    few sentences long, so on a long text the regex runs only in windows around the
+    occurrences of its rarest group (merged where they overlap): the cost follows the
+    rarest evidence, not the text's length, and a text made of one anchor repeated
+    ("@" a million times) costs nothing when another group is absent or rare.
     """
 
     __slots__ = ("anchors", "excuse", "source")
 
-    def __init__(self, source: str, anchors: tuple[str, ...], *, excuse: str | None) -> None:
+    def __init__(
+        self, source: str, anchors: tuple[tuple[str, ...], ...], *, excuse: str | None
+    ) -> None:
         self.source = source
         self.anchors = anchors
         self.excuse = excuse
@@ -183,19 +204,28 @@ _MAX_EXCUSED = 256
 _MAX_WINDOWS = 2_000
 
 
-def _windows(text: str, anchors: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Spans of ``text`` that hold every match containing one of ``anchors``."""
-    size = len(text)
-    if size <= 4 * _REACH or not anchors:
-        return [(0, size)]
+def _starts(text: str, group: tuple[str, ...]) -> list[int] | None:
+    """Where ``group``'s anchors occur (one per reach), or None past :data:`_MAX_WINDOWS`."""
     starts: list[int] = []
-    for anchor in anchors:
+    for anchor in group:
         pos = text.find(anchor)
         while pos != -1:
             starts.append(pos)
             if len(starts) > _MAX_WINDOWS:
-                return [(0, size)]  # anchors everywhere: one pass over the text is cheaper
+                return None
             pos = text.find(anchor, pos + _REACH)
+    return starts
+
+
+def _windows(text: str, groups: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]:
+    """Spans of ``text`` that hold every match, which contains an anchor of each group."""
+    size = len(text)
+    if size <= 4 * _REACH or not groups:
+        return [(0, size)]
+    found = [s for s in (_starts(text, group) for group in groups) if s is not None]
+    if not found:
+        return [(0, size)]  # anchors everywhere: one pass over the text is cheaper
+    starts = min(found, key=len)
     spans: list[tuple[int, int]] = []
     for pos in sorted(starts):
         lo, hi = max(0, pos - _REACH), min(size, pos + 2 * _REACH)
@@ -233,8 +263,7 @@ def _r(
     parts += [src for src in sources if not isinstance(src, str)]
     for spec, source in parts:
         groups = _anchors(spec)
-        flat = tuple(a for group in groups for a in group)
-        search: Callable[[str], bool] = _Rule(source, flat, excuse=excuse)
+        search: Callable[[str], bool] = _Rule(source, groups, excuse=excuse)
         alts.append(_Alt(groups, search))
     return ThreatPattern(pattern_id, scope, description, tuple(alts))
 
@@ -277,7 +306,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "interpreter, fetch-and-run)",
         "exec eval iex invoke downloadstring webclient",
         (
-            "curl wget iwr irm invoke fetch http aria2c",
+            "curl wget iwr irm invoke fetch http aria2c & |",
             r"\b(?:curl|wget|iwr|irm|invoke-webrequest|invoke-restmethod|fetch|http|aria2c)\b"
             r"[^\n|]{0,300}\| ?(?:sudo )?(?:-\w+ )*(?:(?:ba|z|da|k|fi|c|tc)?sh|python[\d.]*|perl|ruby"
             r"|node|php|iex|invoke-expression|powershell|pwsh|source)\b",
@@ -288,7 +317,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
             r"|perl|ruby|node|php)\b",
         ),
         (
-            "curl wget",
+            "curl wget & && ;",
             r"\b(?:curl|wget)\b[^\n]{0,200}(?:&&|;) ?(?:sudo )?(?:chmod \+x[^\n]{0,80}(?:&&|;) ?\./"
             r"|(?:ba|z)?sh |python[\d.]* |\./)",
         ),
@@ -329,7 +358,7 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
             r"|credentials))",
         ),
         (
-            "http www. @ webhook pastebin ngrok",
+            f"http www. @ webhook pastebin ngrok & {_CONFIDENTIAL_ANCHORS} & {_SEND_ANCHORS}",
             rf"{_SEND}\w*{_g(120)}{_SECRET}{_g(160)}{_DEST}"
             rf"|{_SECRET}{_g(120)}{_SEND}\w*{_g(160)}{_DEST}"
             rf"|{_SEND}\w*{_g(80)}{_DEST}\S*{_g(80)}{_SECRET}"
@@ -521,7 +550,10 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "mail_forwarding",
         "strict",
         "forwards or copies the user's mail to an address",
-        "@",
+        # Every rule needs an address and a forwarding verb.
+        "@ & forward redirect cc copy send mirror 邮件 电邮 信件 leite weiterleit schick "
+        "transfere redirige renvoie envoie reenvia envia manda пересыла перешли переадрес "
+        "отправля メール",
         rf"\b(?:forward|redirect|bcc|cc|auto-?forward|copy|send|mirror)\w*{_g(80)}"
         rf"(?:\ball\b|\bevery\b|\beach\b|\bany\b|\bincoming\b|\boutgoing\b|\buser'?s?\b|\btheir\b)"
         rf"{_g(60)}(?:e-?mails?|mails?|messages?|inbox)\b{_g(120)}{_EMAIL}",
@@ -573,10 +605,16 @@ INTENT_PATTERNS: tuple[ThreatPattern, ...] = (
         "all",
         "hidden text (HTML or markdown comment, invisible span) addressed to the model",
         "<!-- ]: color opacity display visibility font-size",
-        r"<!--[^\n]{0,40}?(?:\b(?:model|agent|bot|assistant|ai|llm|system|ии|ia|ki)\b ?[:,]"
-        r"|给ai|给助手|致ai|ai：|助手：|aiへ|エージェントへ)",
-        r"^\[(?://|comment|_|#)\]: ?(?:#|<>) ?\(?[^\n]{0,40}?(?:\b(?:model|agent|bot|assistant|ai"
-        r"|llm|system)\b|\bai reading)",
+        (
+            "<!-- & model agent bot assistant ai llm system ии ia ki 助手 エージェント",
+            r"<!--[^\n]{0,40}?(?:\b(?:model|agent|bot|assistant|ai|llm|system|ии|ia|ki)\b ?[:,]"
+            r"|给ai|给助手|致ai|ai：|助手：|aiへ|エージェントへ)",
+        ),
+        (
+            "]: & model agent bot assistant ai llm system",
+            r"^\[(?://|comment|_|#)\]: ?(?:#|<>) ?\(?[^\n]{0,40}?(?:\b(?:model|agent|bot|assistant"
+            r"|ai|llm|system)\b|\bai reading)",
+        ),
         r"<[a-z]{1,10}\b[^<>]{0,200}(?:color ?[:=] ?['\"]?(?:transparent|#fff(?:fff)?\b|white)"
         r"|opacity ?: ?0(?![.\d])|display ?: ?none|visibility ?: ?hidden|font-size ?: ?0(?![.\d]))"
         r"[^<>]{0,200}>[^<]{0,400}?(?:\b(?:model|agent|bot|assistant|ai|llm|system)\b ?[:,]"

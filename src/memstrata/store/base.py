@@ -353,17 +353,46 @@ class BaseSessionStore(Closing, abc.ABC):
         offset: int = 0,
         include_archived: bool = False,
         order_by_last_active: bool = True,
+        active_since: float | None = None,
+        active_until: float | None = None,
     ) -> list[SessionListing]:
         """One row per conversation, each compression chain shown as its tip.
 
         Keys: id (the compression tip), root_id, title, source, model, started_at,
         last_active, message_count (over the lineage), preview, ended_at, end_reason,
         session_ids. Delegates and continuations are not listed on their own.
+        ``active_since``/``active_until`` (Unix seconds, inclusive) keep the conversations
+        whose newest activity falls in that span.
         """
+        bounds = (active_since, active_until)
+        if any(b is not None for b in bounds):
+            if not order_by_last_active:
+                raise SessionStoreError(
+                    "active_since/active_until select by activity: drop "
+                    "order_by_last_active=False to use them."
+                )
+            if any(not isinstance(b, int | float) or b != b for b in bounds if b is not None):
+                raise SessionStoreError(
+                    "active_since/active_until must be Unix timestamps (numbers of seconds)."
+                )
+            if (
+                active_since is not None
+                and active_until is not None
+                and active_since > active_until
+            ):
+                raise SessionStoreError(
+                    "active_since is after active_until: swap them or drop one."
+                )
         where = ListingFilter(source, tuple(exclude_sources or ()), include_archived)
         with self._transaction(snapshot=True) as tx:
             rows = listing.list_conversations(
-                tx, where, limit=limit, offset=offset, by_activity=order_by_last_active
+                tx,
+                where,
+                limit=limit,
+                offset=offset,
+                by_activity=order_by_last_active,
+                since=active_since,
+                until=active_until,
             )
         return cast(list[SessionListing], rows)
 

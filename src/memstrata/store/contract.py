@@ -273,6 +273,8 @@ class SessionStoreContract(Protocol):
         offset: int = 0,
         include_archived: bool = False,
         order_by_last_active: bool = True,
+        active_since: float | None = None,
+        active_until: float | None = None,
     ) -> list[SessionListing]: ...
 
     # -- messages ------------------------------------------------------------------------

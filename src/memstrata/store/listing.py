@@ -23,9 +23,21 @@ PRELOAD_AFTER = 400
 
 
 def list_conversations(
-    tx: Transaction, where: ListingFilter, *, limit: int, offset: int, by_activity: bool
+    tx: Transaction,
+    where: ListingFilter,
+    *,
+    limit: int,
+    offset: int,
+    by_activity: bool,
+    since: float | None = None,
+    until: float | None = None,
 ) -> list[dict[str, Any]]:
-    """The page of conversations ``offset`` to ``offset + limit``, newest first."""
+    """The page of conversations ``offset`` to ``offset + limit``, newest first.
+
+    ``since``/``until`` (by activity only) keep the conversations last active in that
+    span, inclusive. The scan starts at the newest row and stops at the first row older
+    than ``since``, so a span costs what its own rows cost.
+    """
     want = max(0, offset) + max(0, limit)
     if want == 0:
         return []
@@ -47,6 +59,8 @@ def list_conversations(
                 tied, current = [], activity
                 if len(ordered) >= want:
                     break
+                if since is not None and activity < since:
+                    break  # every later row is older still
             if scanned == PRELOAD_AFTER:
                 walker.preload()  # a deep page: one read of every continuation is cheaper
             if kind == "compression":
@@ -58,6 +72,10 @@ def list_conversations(
                 head = sid
                 verdicts[head] = True
             if not verdicts[head] or head in placed:
+                continue
+            if until is not None and activity > until:
+                # The first row met of a conversation carries its newest activity.
+                placed.add(head)
                 continue
             # A continuation the chain does not go through (a race in older data) is not
             # part of any listed conversation.

@@ -174,6 +174,30 @@ class StoreContractSuite:
         shown = store.list_sessions_rich(include_archived=True)
         assert {r["id"] for r in shown} == {"s1", "s2"}
 
+    def test_the_listing_keeps_a_span_of_activity(self, store: Store) -> None:
+        def day(number: int) -> float:
+            return 1_700_000_000.0 + number * 86_400
+
+        def ids(**bounds: Any) -> list[str]:
+            return [r["id"] for r in store.list_sessions_rich(**bounds)]
+
+        for number, start in enumerate((1, 5, 9)):
+            store.create_session(f"s{number}", started_at=day(start))
+            store.append_message(f"s{number}", "user", f"day {start}", timestamp=day(start))
+        # A compressed conversation counts as active when its newest part was.
+        store.end_session("s0", "compression")
+        store.create_session(
+            "s0b", parent_session_id="s0", lineage_kind="compression", started_at=day(7)
+        )
+        store.append_message("s0b", "user", "day 7", timestamp=day(7))
+        assert ids() == ["s2", "s0b", "s1"]
+        assert ids(active_until=day(8)) == ["s0b", "s1"]
+        assert ids(active_since=day(6)) == ["s2", "s0b"]
+        assert ids(active_since=day(2), active_until=day(6)) == ["s1"]
+        assert ids(active_until=day(8), limit=1, offset=1) == ["s1"]
+        _raises(SessionStoreError, lambda: ids(active_since=day(6), active_until=day(2)))
+        _raises(SessionStoreError, lambda: ids(active_since=day(1), order_by_last_active=False))
+
     # -- messages ------------------------------------------------------------------------
 
     def test_messages_round_trip_with_the_contract_shape(self, store: Store) -> None:
