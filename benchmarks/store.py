@@ -1390,6 +1390,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cold", action="store_true", help="time each class's first query on a dropped page cache"
     )
+    parser.add_argument(
+        "--no-append-at-size",
+        action="store_true",
+        help="skip the append samples into the built databases (search figures only)",
+    )
     parser.add_argument("--search-job", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.search_job:
@@ -1440,7 +1445,9 @@ def main(argv: list[str] | None = None) -> int:
                 results["append_floor"] = bench_append_floor(work, append_n, args.repeats)
             opts = SizeOptions(
                 repeats=args.repeats,
-                append_n=0 if args.build_only else results["append_at_size_n"],
+                append_n=0
+                if args.build_only or args.no_append_at_size
+                else results["append_at_size_n"],
                 build=args.build,
                 db_dir=args.db_dir,
                 build_only=args.build_only,
