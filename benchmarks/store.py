@@ -626,6 +626,7 @@ class SizeOptions:
     build_only: bool = False
     hermes_max: int | None = None  # Hermes is built and searched only up to this size
     cold: bool = False  # time each class's first query on a dropped page cache
+    interleave: int = 0  # rounds of per-class searches alternating memstrata and Hermes
 
 
 def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> dict[str, Any]:
@@ -698,12 +699,40 @@ def bench_size(work: Path, hermes: Hermes | None, n: int, opts: SizeOptions) -> 
     if opts.cold:
         log(f"size {n}: memstrata first queries on a dropped page cache ...")
         res["ours_cold"] = cold_first_queries(ours_db, queries)
-    log(f"size {n}: memstrata search ...")
-    searched = ours_search(ours_db, queries, opts.repeats)
-    res["ours_search"] = searched["classes"]
-    res["ours_memory"] = searched["memory"]
-    res["ours_summary"] = summarize_classes(res["ours_search"])
-    if hermes is not None:
+    if hermes is not None and opts.interleave:
+        # One class at a time, memstrata then Hermes, twice over: a burst of other work
+        # on a shared machine then weighs on both sides of every ratio alike.
+        log(f"size {n}: memstrata and Hermes search, interleaved per class ...")
+        res["ours_search"], res["hermes_search"] = {}, {}
+        for _ in range(opts.interleave):
+            for cls, qs in queries.items():
+                one = {cls: qs}
+                searched = search_process(
+                    {"op": "search", "db": str(ours_db), "queries": one, "repeats": opts.repeats}
+                )
+                res["ours_memory"] = searched["memory"]
+                theirs = hermes.run(
+                    {
+                        "op": "search",
+                        "db_path": str(hermes_db),
+                        "queries": one,
+                        "repeats": opts.repeats,
+                    }
+                )["classes"]
+                for side, got in (("ours_search", searched["classes"]), ("hermes_search", theirs)):
+                    rows = res[side].setdefault(cls, [dict(r, times=[]) for r in got[cls]])
+                    for row, new_row in zip(rows, got[cls], strict=True):
+                        row["times"] += new_row["times"]
+        res["interleaved"] = opts.interleave
+        res["ours_summary"] = summarize_classes(res["ours_search"])
+        res["hermes_summary"] = summarize_classes(res["hermes_search"])
+    else:
+        log(f"size {n}: memstrata search ...")
+        searched = ours_search(ours_db, queries, opts.repeats)
+        res["ours_search"] = searched["classes"]
+        res["ours_memory"] = searched["memory"]
+        res["ours_summary"] = summarize_classes(res["ours_search"])
+    if hermes is not None and not opts.interleave:
         log(f"size {n}: Hermes search ...")
         job = {
             "op": "search",
@@ -1005,6 +1034,12 @@ def render(results: dict[str, Any]) -> str:
                 )
             row += " yes |" if o["p95_ms"] <= target else f" **no** ({o['p95_ms'] / target:.1f}×) |"
             w(row)
+        if size.get("interleaved"):
+            w(
+                f"\nSearched one class at a time, memstrata then Hermes, {size['interleaved']} "
+                "times over (each in a fresh process): each query's median is over all its "
+                "runs of both rounds, so a burst of other work weighs on both sides alike."
+            )
         if hermes_summary is not None:
             w(
                 "\nA ratio above 1 is in bold where Hermes returns results for every query of "
@@ -1391,6 +1426,13 @@ def main(argv: list[str] | None = None) -> int:
         "--cold", action="store_true", help="time each class's first query on a dropped page cache"
     )
     parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="search one class at a time, memstrata then Hermes, ROUNDS times over",
+    )
+    parser.add_argument(
         "--no-append-at-size",
         action="store_true",
         help="skip the append samples into the built databases (search figures only)",
@@ -1453,6 +1495,7 @@ def main(argv: list[str] | None = None) -> int:
                 build_only=args.build_only,
                 hermes_max=args.hermes_max,
                 cold=args.cold,
+                interleave=args.interleave,
             )
             for n in sizes:
                 # Written after every stage: a long run stopped half-way still leaves figures.
