@@ -1326,11 +1326,11 @@ def display_command(argv: list[str]) -> str:
         if hide_next:
             shown.append("PATH")
             hide_next = False
-        elif arg == "--hermes-python":
+        elif arg in ("--hermes-python", "--db-dir"):
             shown.append(arg)
             hide_next = True
-        elif arg.startswith("--hermes-python="):
-            shown.append("--hermes-python=PATH")
+        elif arg.startswith(("--hermes-python=", "--db-dir=")):
+            shown.append(arg.split("=", 1)[0] + "=PATH")
         else:
             shown.append(arg)
     return " ".join(["python benchmarks/store.py", *shown])
