@@ -96,9 +96,7 @@ def main() -> None:
     ]
     for label, _, _ in CASES:
         median = statistics.median(times[label])
-        lines.append(
-            f"| {label} | {median:.0f} | {p95(times[label]):.0f} | {median / base:.2f}x |"
-        )
+        lines.append(f"| {label} | {median:.0f} | {p95(times[label]):.0f} | {median / base:.2f}x |")
     lines += [
         "",
         "A ratio near 1.00 means no extra cost over a plain write. The mirrored add pays for",

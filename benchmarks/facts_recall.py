@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import re
 import sqlite3
 import statistics
@@ -41,7 +42,8 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +94,11 @@ CHITCHAT = [
 
 DEFAULTS_TEXT = """\
 Defaults and why: keyword only, which needs no model and no indexing step: Porter
-stemming, the session search's stopwords, per-index BM25 fusion and the subject boost
-(x1.5 for a fact whose subject the question names); recall adds the significant-term
-gate with the coverage rule (a message is answered only when some fact holds more than
-a third of its significant terms). Hybrid recall is opt-in (`search.embedder`): it
+stemming, the session search's stopwords, the session search's fusion of the indexes
+and the subject boost (x1.5 for a fact whose subject the question names); recall adds
+the significant-term gate with the coverage rule (a message is answered only when some
+fact holds more than a third of the significant terms of one of its sentences or
+lines) and ranks what it answers as search does. Hybrid recall is opt-in (`search.embedder`): it
 needs a model and its indexing step and costs one forward pass per query; when on, it
 scores at or above keyword-only on every metric and question category below, and
 answers no more chit-chat. The coverage rule trades recall R@5 (see "no coverage gate")
@@ -123,12 +126,15 @@ def dia_ids(value: Any) -> set[str]:
     return out
 
 
-def load(path: Path, limit_questions: int | None) -> list[Conversation]:
-    """Read a LoCoMo-format file into conversations (category 5 left out)."""
+def load(path: Path, limit_questions: int | None, half: str | None = None) -> list[Conversation]:
+    """Read a LoCoMo-format file into conversations (category 5 left out); ``half`` keeps
+    the conversations of even ("a") or odd ("b") position, as benchmarks/recall.py does."""
     data = json.loads(path.read_text(encoding="utf-8"))
     convs: list[Conversation] = []
     budget = limit_questions
     for n, sample in enumerate(data):
+        if half is not None and n % 2 != (0 if half == "a" else 1):
+            continue
         facts: list[tuple[str, str, set[str]]] = []
         observation = sample.get("observation") or {}
         for key in sorted(observation, key=lambda k: int(re.sub(r"\D", "", k) or 0)):
@@ -176,6 +182,21 @@ def open_store(folder: Path, word_tokenizer: str | None = None) -> Iterator[Fact
                 conn.close()
         yield store
     finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def open_postgres(dsn: str, folder: Path, word_tokenizer: str | None = None) -> Iterator[Any]:
+    """A fresh namespace of the facts store on PostgreSQL, its rows deleted afterwards."""
+    from memstrata.providers.facts.postgres import PostgresFactStore
+
+    if word_tokenizer:
+        raise SystemExit("the tokenizer ablations run on SQLite only")
+    store = PostgresFactStore(dsn, namespace=f"facts-bench-{os.getpid()}-{folder.name}")
+    try:
+        yield store
+    finally:
+        store.delete_namespace()
         store.close()
 
 
@@ -237,6 +258,9 @@ class System:
     gated: bool
     tokenizer: str | None = None
     hybrid: bool = False
+    # A PostgreSQL DSN: the system runs on PostgresFactStore (a fresh namespace per
+    # conversation) instead of the SQLite file.
+    dsn: str | None = None
 
 
 @contextlib.contextmanager
@@ -265,12 +289,13 @@ def run(
 ) -> dict[str, Scores]:
     """Score every system on every conversation (one store per conversation and tokenizer)."""
     results = {name: Scores() for name in systems}
-    groups: dict[str | None, list[str]] = defaultdict(list)
+    groups: dict[tuple[str | None, str | None], list[str]] = defaultdict(list)
     for name, system in systems.items():
-        groups[system.tokenizer].append(name)
+        groups[system.tokenizer, system.dsn].append(name)
     for conv in convs:
-        for tokenizer, names in groups.items():
-            with tempfile.TemporaryDirectory() as tmp, open_store(Path(tmp), tokenizer) as store:
+        for (tokenizer, dsn), names in groups.items():
+            opened = open_store if dsn is None else partial(open_postgres, dsn)
+            with tempfile.TemporaryDirectory() as tmp, opened(Path(tmp), tokenizer) as store:
                 labels = fill(store, conv)
                 if embedder is not None and any(systems[n].hybrid for n in names):
                     store.embedder = embedder
@@ -346,9 +371,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument("--hybrid", action="store_true", help="also measure MiniLM vectors")
     parser.add_argument("--ablations", action="store_true", help="also measure the levers")
+    parser.add_argument(
+        "--half",
+        choices=("a", "b"),
+        default=None,
+        help="measure the conversations of even (a) or odd (b) position only",
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="DSN",
+        default=None,
+        help="also run the default systems (and hybrid ones) on PostgresFactStore at DSN",
+    )
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     args = parser.parse_args(argv)
-    convs = load(args.path, args.limit_questions)
+    convs = load(args.path, args.limit_questions, args.half)
     systems: dict[str, System] = {
         "search (default: keyword)": System(searcher(), gated=False),
         "recall (default: keyword, gated)": System(recaller(), gated=True),
@@ -380,9 +417,6 @@ def main(argv: list[str] | None = None) -> int:
         systems["recall, ablation: no coverage gate (the previous recall)"] = System(
             _with(recaller(), facts_recall, "RECALL_MIN_COVERAGE", 0.0), True
         )
-        systems["recall, ablation: coverage applied per fact"] = System(
-            _with(recaller(), facts_recall, "RECALL_GATE_PER_FACT", True), True
-        )
         systems["search, ablation: no subject boost"] = System(
             _with(searcher(), facts_recall, "SUBJECT_BOOST", 0.0), False
         )
@@ -395,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
         systems["search, ablation: word index only"] = System(
             _with(searcher(), facts_recall, "SEARCH_INDEXES", ("word",)), False
         )
+    if args.postgres:
+        shipped = [n for n in systems if "ablation" not in n]
+        for name in shipped:
+            systems[f"{name} [postgres]"] = replace(systems[name], dsn=args.postgres)
     started = time.perf_counter()
     results = run(convs, systems, embedder)
     elapsed = time.perf_counter() - started
@@ -429,9 +467,21 @@ def main(argv: list[str] | None = None) -> int:
             "messages are sent to the recall path of every store. Latencies are medians of "
             "one run on a shared, noisy machine.\n\n" + DEFAULTS_TEXT + "\n\n"
         )
+        if args.postgres:
+            header += POSTGRES_TEXT + "\n\n"
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(header + report + "\n", encoding="utf-8")
     return 0
+
+
+POSTGRES_TEXT = (
+    "Rows marked `[postgres]` ran the same systems on `PostgresFactStore` (a fresh namespace "
+    "of one PostgreSQL database per conversation, the same facts and the same vectors) in "
+    "the same run (`--postgres DSN`). The recall gate, the subject boost and the fusion with "
+    "vectors are the same code on both backends; the keyword score differs (FTS5's BM25 on "
+    "SQLite, each term's IDF times its `ts_rank` on PostgreSQL). PostgreSQL latencies "
+    "include a round trip per statement to a local server."
+)
 
 
 def _with(find: Finder, module: Any, name: str, value: Any) -> Finder:

@@ -171,10 +171,11 @@ def render(result: dict[str, Any]) -> str:
         "What bounds them now (`memstrata.store.postgres.bounds`): at most `MAX_TERMS` (16) "
         "terms reach SQL (a natural query keeps its longest, an explicit one its first in "
         "reading order), at most `MAX_SUBSTRING_TERMS` (4) of them also scan the trigram "
-        "index, each term's statistics and the rare terms' rows are fetched by one probe "
-        "per index (a UNION, so each probe uses its GIN index instead of the sequential "
-        "scan the planner picks for their OR), and every search statement runs under "
-        "`statement_timeout` = `SEARCH_TIMEOUT_MS` (5 s), restored afterwards.",
+        "index, one statement probes each term's indexes one by one for at most 500 ids "
+        "(its count, and every row of a rare term), with plans pinned by planner settings "
+        "local to the search (no sequential scan, whatever the statistics), and every "
+        "search statement runs under `statement_timeout` = `SEARCH_TIMEOUT_MS` (5 s), "
+        "restored afterwards.",
         "",
         f"Machine load average when this run ended: {result.get('load', 'n/a')}.",
         "",

@@ -97,12 +97,28 @@ def gold_sessions(evidence: list[str]) -> set[str]:
     return out
 
 
-def load(path: Path, limit_questions: int | None) -> list[Conversation]:
-    """Read a LoCoMo-format file into conversations (category 5 questions left out)."""
+HALVES = {
+    False: {"a": "the 1st, 3rd, 5th, ... conversation of the file", "b": "the 2nd, 4th, ..."},
+    True: {"a": "dialogues of even id", "b": "dialogues of odd id"},
+}
+
+
+def in_half(number: int, half: str | None) -> bool:
+    """True when item ``number`` belongs to ``half`` ("a": even numbers, "b": odd ones;
+    None: every item). Both dev sets are split this way, so that a change can be kept
+    only when it helps on both halves of the data it was tried on."""
+    return half is None or number % 2 == (0 if half == "a" else 1)
+
+
+def load(path: Path, limit_questions: int | None, half: str | None = None) -> list[Conversation]:
+    """Read a LoCoMo-format file into conversations (category 5 questions left out);
+    ``half`` keeps the conversations of even ("a") or odd ("b") position."""
     data = json.loads(path.read_text(encoding="utf-8"))
     convs: list[Conversation] = []
     budget = limit_questions
     for n, sample in enumerate(data):
+        if not in_half(n, half):
+            continue
         conv = sample["conversation"]
         speakers = {conv.get("speaker_a"): "user", conv.get("speaker_b"): "assistant"}
         numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
@@ -149,11 +165,14 @@ def madial_query(turns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def load_madial(folder: Path, limit_questions: int | None) -> list[Conversation]:
+def load_madial(
+    folder: Path, limit_questions: int | None, half: str | None = None
+) -> list[Conversation]:
     """Read a MADial-Bench folder (``*-memory.jsonl``, ``*-dialogue.jsonl``): each memory
     one session (dated by its ``time``, one message ``event scene emotion``), each test
     dialogue one question (the dialogue before its test turn), gold = ``relevant-id``.
-    One conversation per user."""
+    One conversation per user; ``half`` keeps the dialogues of even ("a") or odd ("b")
+    id (every memory stays in the store)."""
     memories: dict[int, dict[str, Any]] = {}
     for path in sorted(folder.glob("*-memory.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -174,7 +193,7 @@ def load_madial(folder: Path, limit_questions: int | None) -> list[Conversation]
                 continue
             row = json.loads(line)
             conv = by_user.get(int(row.get("user-id", 0)))
-            if conv is None:
+            if conv is None or not in_half(int(row.get("id", 0)), half):
                 continue
             gold = {f"memory_{int(i)}" for i in row["relevant-id"] if int(i) in memories}
             if not gold:
@@ -711,6 +730,13 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("MEMSTRATA_HERMES_PYTHON"),
         help="Python interpreter with hermes-agent installed (or env MEMSTRATA_HERMES_PYTHON)",
     )
+    parser.add_argument(
+        "--half",
+        choices=("a", "b"),
+        default=None,
+        help="measure one half of each dataset: LoCoMo conversations of even (a) or odd (b) "
+        "position, MADial dialogues of even (a) or odd (b) id",
+    )
     parser.add_argument("--ablations", action="store_true", help="also measure the levers")
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     parser.add_argument(
@@ -771,11 +797,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for path in args.paths:
             if path.is_dir():
-                convs = load_madial(path, args.limit_questions)
+                convs = load_madial(path, args.limit_questions, args.half)
                 name = f"MADial-Bench zh (`{path.name}`)"
             else:
-                convs = load(path, args.limit_questions)
+                convs = load(path, args.limit_questions, args.half)
                 name = f"LoCoMo (`{path.name}`, category 5 excluded)"
+            if args.half:
+                name += f", half {args.half} ({HALVES[path.is_dir()][args.half]})"
             run = measure(name, convs, args, embedders, client, facts=path.is_dir())
             runs.append((run, path.name in args.tuned_on))
     finally:

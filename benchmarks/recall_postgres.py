@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/recall_postgres.py PATH/locomo.json [--dsn DSN] [--limit-questions N]
-        [--output benchmarks/results/recall_postgres.md]
+        [--hybrid e5|minilm] [--expansion] [--output benchmarks/results/recall_postgres.md]
 
 The PostgreSQL twin of ``benchmarks/recall.py``, reusing its loading and scoring: each
 conversation goes into its own tenant (namespace) of one PostgreSQL database, one store
@@ -10,9 +10,12 @@ session per LoCoMo session and one message per turn, and every question (categor
 left out) is asked verbatim through the public ``PostgresSessionStore.search_sessions``.
 A MADial-Bench folder (``*-memory.jsonl``, ``*-dialogue.jsonl``) is read as
 ``recall.py`` reads it. The SQLite store answers the same questions in the same run
-(``SessionStore.search_sessions``), each
-backend with its date evidence, as shipped, and without it, so the figures sit beside a
-baseline measured on the same machine and code.
+(``SessionStore.search_sessions``), so every figure sits beside its baseline measured on
+the same machine and code. Each recall option is measured on both backends: the shipped
+default (dates on), dates off, speaker awareness, hybrid vectors (``--hybrid``: each text
+is embedded once and the same vectors are stored in both backends through
+``index_pending``) and query expansion (``--expansion``: a deterministic fake summary
+model over HTTP, each backend with its own expansion cache).
 
 The run works in a schema of its own (``memstrata_recall_<pid>``, dropped at the end),
 so it never reads or deletes anyone else's rows in the database.
@@ -69,41 +72,126 @@ def own_schema(dsn: str) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def run(path: Path, dsn: str, limit_questions: int | None) -> dict[str, Any]:
-    """Scores and per-question latencies of PostgreSQL and the two SQLite baselines."""
+class Memo:
+    """An embedder that embeds each text once: both backends index the same vectors, and
+    a question asked of both costs one model call."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dims = inner.dims
+        self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
+        self.cache: dict[tuple[str, str], list[float]] = {}
+
+    def _get(self, kind: str, texts: list[str], embed: Callable[[list[str]], Any]) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]
+        if missing:
+            for text, vector in zip(missing, embed(missing), strict=True):
+                self.cache[kind, text] = list(vector)
+        return [self.cache[kind, t] for t in texts]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self._get("passage", texts, self.inner.embed)  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        embed = getattr(self.inner, "embed_queries", self.inner.embed)
+        return self._get("query", texts, embed)  # type: ignore[no-any-return]
+
+
+def options(
+    embedders: dict[str, Any], expander: Callable[[Any, str], list[str]] | None
+) -> dict[str, Callable[[Any, str], list[dict[str, Any]]]]:
+    """Each recall option as a search of any store."""
+    out: dict[str, Callable[[Any, str], list[dict[str, Any]]]] = {
+        "default (dates on)": lambda st, q: st.search_sessions(q, limit=10),
+        "dates off": lambda st, q: st.search_sessions(q, limit=10, dates=False),
+        "speaker awareness": lambda st, q: st.search_sessions(q, limit=10, speakers=True),
+    }
+    for label, embedder in embedders.items():
+        out[f"hybrid {label}"] = partial(_hybrid, embedder)
+    if expander is not None:
+        exp = expander
+        out["query expansion (fake rewrites)"] = lambda st, q: st.search_sessions(
+            q, limit=10, subqueries=exp(st, q)
+        )
+    return out
+
+
+def _hybrid(embedder: Any, store: Any, question: str) -> list[dict[str, Any]]:
+    hits: list[dict[str, Any]] = store.search_sessions(question, limit=10, embedder=embedder)
+    return hits
+
+
+def run(
+    path: Path,
+    dsn: str,
+    limit_questions: int | None,
+    embedders: dict[str, Any] | None = None,
+    expander: Callable[[Any, str], list[str]] | None = None,
+) -> dict[str, Any]:
+    """Scores and per-question latencies of every option on both backends."""
+    from memstrata.search.embedders import index_pending
+
     convs = (
         recall.load_madial(path, limit_questions)
         if path.is_dir()
         else recall.load(path, limit_questions)
     )
-    systems = ("postgres", "postgres (no dates)", "sqlite (shipped)", "sqlite (no dates)")
+    embedders = embedders or {}
+    askers = options(embedders, expander)
+    systems = [f"{name} [{backend}]" for name in askers for backend in ("sqlite", "postgres")]
     scores = {name: recall.Scores() for name in systems}
     times: dict[str, list[float]] = {name: [] for name in systems}
     with own_schema(dsn) as run_dsn, tempfile.TemporaryDirectory() as tmp:
         for i, conv in enumerate(convs):
             log(f"{conv.name}: {len(conv.sessions)} sessions, {len(conv.questions)} questions")
-            pg = PostgresSessionStore(run_dsn, namespace=f"locomo-{i}", pool_size=2)
-            lite = SessionStore(Path(tmp) / f"{i}.db")
+            stores = {
+                "sqlite": SessionStore(Path(tmp) / f"{i}.db"),
+                "postgres": PostgresSessionStore(run_dsn, namespace=f"locomo-{i}", pool_size=2),
+            }
             try:
-                recall.fill(pg, conv)  # type: ignore[arg-type]  # the same public methods
-                recall.fill(lite, conv)
-                pg.optimize()
-                askers: dict[str, Callable[[str], list[dict[str, Any]]]] = {
-                    "postgres": partial(pg.search_sessions, limit=10),
-                    "postgres (no dates)": partial(pg.search_sessions, limit=10, dates=False),
-                    "sqlite (shipped)": partial(lite.search_sessions, limit=10),
-                    "sqlite (no dates)": partial(lite.search_sessions, limit=10, dates=False),
-                }
+                for store in stores.values():
+                    recall.fill(store, conv)  # type: ignore[arg-type]  # the same public methods
+                    for embedder in embedders.values():
+                        index_pending(store, embedder)
+                stores["postgres"].optimize()
                 for question, category, gold in conv.questions:
                     for name, ask in askers.items():
-                        start = time.perf_counter()
-                        hits = ask(question)
-                        times[name].append((time.perf_counter() - start) * 1000)
-                        scores[name].add(category, [h["session_id"] for h in hits], gold)
+                        for backend, store in stores.items():
+                            start = time.perf_counter()
+                            hits = ask(store, question)
+                            times[f"{name} [{backend}]"].append(
+                                (time.perf_counter() - start) * 1000
+                            )
+                            scores[f"{name} [{backend}]"].add(
+                                category, [h["session_id"] for h in hits], gold
+                            )
             finally:
-                pg.close()
-                lite.close()
-    return {"scores": scores, "times": times, "conversations": len(convs)}
+                for store in stores.values():
+                    store.close()
+    return {
+        "scores": scores,
+        "times": times,
+        "conversations": len(convs),
+        "options": list(askers),
+    }
+
+
+def gaps(result: dict[str, Any]) -> list[str]:
+    """Per option: each metric on SQLite and PostgreSQL, and the largest difference."""
+    lines = [
+        "| option | metric | SQLite | PostgreSQL | difference |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name in result["options"]:
+        lite = result["scores"][f"{name} [sqlite]"].mean()
+        pg = result["scores"][f"{name} [postgres]"].mean()
+        for metric in ("R@5", "R@10", "any@1", "any@5", "NDCG@5"):
+            diff = pg[metric] - lite[metric]
+            lines.append(
+                f"| {name} | {metric} | {lite[metric]:.3f} | {pg[metric]:.3f} | {diff:+.3f} |"
+            )
+    return lines
 
 
 def shown_output(path: Path) -> str:
@@ -135,10 +223,16 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"memstrata commit {commit or 'unknown'} (with local changes); the machine is "
         "shared with other jobs, so latencies are medians and carry that noise.\n",
-        "Systems: `postgres` is `PostgresSessionStore.search_sessions` as shipped (with "
-        "date evidence); `sqlite (shipped)` is `SessionStore.search_sessions` as shipped; the "
-        "`(no dates)` rows turn date evidence off (`dates=False`). Speaker and embedding "
-        "evidence are off by default on both backends.\n",
+        "Systems: each option of `search_sessions` (`default` is the shipped one, date "
+        "evidence on; `dates off` is `dates=False`; `speaker awareness` is `speakers=True`; "
+        "`hybrid` is `embedder=` after `index_pending` with the same vectors in both "
+        "backends; `query expansion` is `subqueries=expand_query(store, fake model, q)`), "
+        "`[sqlite]` on `SessionStore`, `[postgres]` on `PostgresSessionStore`. PostgreSQL "
+        "reads vectors as `bytea` and computes the cosines in the client, as SQLite does.\n",
+        "SQLite against PostgreSQL, per option:\n",
+        *gaps(result),
+        "",
+        "Every system:\n",
         recall.table(result["scores"]),
         "",
         "Per-question latency (ms), small stores (one conversation each, 19-32 sessions):\n",
@@ -162,9 +256,46 @@ def main(argv: list[str] | None = None) -> int:
         help="PostgreSQL database to work in (a schema of its own is created and dropped)",
     )
     parser.add_argument("--limit-questions", type=int, default=None)
+    parser.add_argument(
+        "--hybrid",
+        action="append",
+        default=[],
+        choices=["e5", "minilm"],
+        help="measure hybrid recall with this offline embedder (repeatable)",
+    )
+    parser.add_argument(
+        "--expansion",
+        action="store_true",
+        help="measure query expansion against a deterministic fake summary model",
+    )
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     args = parser.parse_args(argv)
-    result = run(args.path, args.dsn, args.limit_questions)
+    from memstrata.search.embedders import named_embedder
+
+    embedders = {
+        recall.EMBEDDER_LABELS[choice]: Memo(named_embedder(choice))
+        for choice in dict.fromkeys(args.hybrid)
+    }
+    fake_server = client = None
+    expander = None
+    if args.expansion:
+        from memstrata.llm import OpenAIClient
+        from memstrata.search.expansion import expand_query
+        from memstrata.testing import FakeLLMServer
+
+        fake_server = FakeLLMServer()
+        fake_server.start()
+        fake_server.on(lambda body: True, recall.fake_rewrite)
+        client = OpenAIClient("fake-summary", base_url=fake_server.base_url, max_retries=0)
+
+        def expander(store: Any, question: str) -> list[str]:
+            return expand_query(store, client, question)
+
+    try:
+        result = run(args.path, args.dsn, args.limit_questions, embedders, expander)
+    finally:
+        if fake_server is not None:
+            fake_server.stop()
     text = report(result, args)
     print(text)
     if args.output:

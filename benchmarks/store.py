@@ -1395,6 +1395,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--clients", type=int, default=8, help="client processes appending")
     parser.add_argument(
+        "--pg-tenants", type=int, default=10, help="small PostgreSQL tenants beside the big one"
+    )
+    parser.add_argument(
+        "--pg-tenant-size", type=int, default=100_000, help="messages per small tenant"
+    )
+    parser.add_argument(
         "--build",
         choices=("append", "bulk"),
         default="append",
@@ -1514,6 +1520,8 @@ def main(argv: list[str] | None = None) -> int:
                 repeats=args.repeats,
                 time_queries=time_queries,
                 summarize_classes=summarize_classes,
+                tenants=args.pg_tenants,
+                tenant_size=args.pg_tenant_size,
             )
     finally:
         if not args.keep_work:

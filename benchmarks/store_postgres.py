@@ -201,13 +201,11 @@ def run(
     repeats: int,
     time_queries: Any,
     summarize_classes: Any,
+    tenants: int = 10,
+    tenant_size: int = 100_000,
 ) -> dict[str, Any]:
-    """Both backends: multi-client appends, then a corpus per size and its search times.
-
-    PostgreSQL's search is timed twice per size: alone in its tables, then after a
-    second tenant of the same size has loaded the same corpus (newer rows holding the
-    same words), which is what a shared multi-tenant database looks like.
-    """
+    """Both backends: multi-client appends, then many tenants in one database
+    (:func:`run_scale`, the largest of ``sizes`` as the big tenant)."""
     namespace = "bench"
     out: dict[str, Any] = {"dsn_host": dsn.split("@")[-1], "clients": clients, "sizes": []}
     append_parts = [write_parts(work, append_n, corpus.SEED + r, clients) for r in range(repeats)]
@@ -239,16 +237,56 @@ def run(
                 }
             )
     out["append"] = append
-    queries = corpus.queries()
+    out["scale"] = run_scale(
+        work,
+        dsn=dsn,
+        big=max(sizes),
+        tenants=tenants,
+        tenant_size=tenant_size,
+        clients=clients,
+        repeats=repeats,
+        time_queries=time_queries,
+        summarize_classes=summarize_classes,
+    )
+    return out
 
-    def timed_search(backend: str, target: str) -> dict[str, Any]:
+
+BIG, SMALL = "big", "t0"
+
+
+def run_scale(
+    work: Path,
+    *,
+    dsn: str,
+    big: int,
+    tenants: int,
+    tenant_size: int,
+    clients: int,
+    repeats: int,
+    time_queries: Any,
+    summarize_classes: Any,
+) -> dict[str, Any]:
+    """Many tenants in one database: ``tenants`` of ``tenant_size`` messages and one of
+    ``big``, loaded through the public API by ``clients`` processes each.
+
+    Searched first right after the loads, with no VACUUM or ANALYZE but the store's own
+    (the server here runs with autovacuum off), then after a manual VACUUM (ANALYZE) as a
+    server with autovacuum would leave the tables; SQLite files of the same two sizes are
+    the baseline of the same run.
+    """
+    queries = corpus.queries()
+    out: dict[str, Any] = {
+        "big": big,
+        "tenants": tenants,
+        "tenant_size": tenant_size,
+        "clients": clients,
+    }
+    small_parts = write_parts(work, tenant_size, corpus.SEED, clients)
+    big_parts = write_parts(work, big, corpus.SEED, clients)
+
+    def timed_search(backend: str, target: str, namespace: str) -> dict[str, Any]:
         store = open_store(backend, target, namespace)
         try:
-            if backend == "postgres":
-                # What autovacuum does after a bulk load (it is off on some servers):
-                # planner statistics and the visibility map for the fresh rows.
-                store.vacuum()
-                store.optimize()  # and the GIN pending lists flushed
             store.search_messages("warmup", limit=20)
             timed = time_queries(
                 lambda q, s=store: len(s.search_messages(q, limit=20)), queries, repeats, slow_s=2.0
@@ -257,30 +295,129 @@ def run(
             store.close()
         return dict(summarize_classes(timed))
 
-    for n in sizes:
-        size: dict[str, Any] = {"size": n}
-        db = work / f"search-{n}.db"
-        parts = write_parts(work, n, corpus.SEED, clients)
-        with own_schema(dsn, f"search{n}") as pg_dsn:
-            for backend, target in (("sqlite", str(db)), ("postgres", pg_dsn)):
-                log(f"size {n}: loading {backend} with {clients} loaders ...")
-                load = run_clients(
-                    backend, target, namespace, parts=parts, mode="session", prefix="s",
-                )  # fmt: skip
-                size[f"{backend}_load"] = load
-                log(f"size {n}: {backend} loaded in {load['seconds']:.0f} s; search ...")
-                size[f"{backend}_summary"] = timed_search(backend, target)
-            log(f"size {n}: loading a second PostgreSQL tenant of {n:,} messages ...")
-            run_clients(
-                "postgres", pg_dsn, "bench-neighbour", parts=parts, mode="session", prefix="s"
-            )
-            log(f"size {n}: search beside the second tenant ...")
-            size["postgres_shared_summary"] = timed_search("postgres", pg_dsn)
-        out["sizes"].append(size)
+    for label, parts, n in (("small", small_parts, tenant_size), ("big", big_parts, big)):
+        db = work / f"scale-{n}.db"
+        log(f"sqlite {n:,}: loading with {clients} loaders ...")
+        out[f"sqlite_{label}_load"] = run_clients(
+            "sqlite", str(db), "bench", parts=parts, mode="session", prefix="s"
+        )
+        out[f"sqlite_{label}"] = timed_search("sqlite", str(db), "bench")
+        out[f"sqlite_{label}_attacks"] = attacks("sqlite", str(db), "bench", repeats)
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        for part in parts:
-            part.unlink(missing_ok=True)
+    with own_schema(dsn, "scale") as pg_dsn:
+        loads = []
+        for i in range(tenants):
+            log(f"postgres: loading tenant t{i} ({tenant_size:,} messages) ...")
+            loads.append(
+                run_clients(
+                    "postgres", pg_dsn, f"t{i}", parts=small_parts, mode="session", prefix="s"
+                )
+            )
+        out["pg_small_loads"] = loads
+        log(f"postgres: loading tenant {BIG} ({big:,} messages) ...")
+        out["pg_big_load"] = run_clients(
+            "postgres", pg_dsn, BIG, parts=big_parts, mode="session", prefix="s"
+        )
+        out["pg_tables_after_load"] = table_state(pg_dsn)
+        for phase in ("bulk", "vacuumed"):
+            if phase == "vacuumed":
+                log("postgres: VACUUM (ANALYZE) and GIN pending lists flushed ...")
+                store = open_store("postgres", pg_dsn, BIG)
+                try:
+                    started = time.time()
+                    store.vacuum()
+                    store.optimize()
+                    out["pg_vacuum_seconds"] = time.time() - started
+                finally:
+                    store.close()
+            for label, namespace in (("small", SMALL), ("big", BIG)):
+                log(f"postgres {phase}: search tenant {namespace} ...")
+                out[f"pg_{phase}_{label}"] = timed_search("postgres", pg_dsn, namespace)
+                out[f"pg_{phase}_{label}_attacks"] = attacks("postgres", pg_dsn, namespace, repeats)
+                if phase == "bulk":
+                    out[f"pg_plans_{label}"] = plans(pg_dsn, namespace, queries)
+    for part in [*small_parts, *big_parts]:
+        part.unlink(missing_ok=True)
+    return out
+
+
+def table_state(dsn: str) -> list[dict[str, Any]]:
+    """What the store's own maintenance left: per table, its last ANALYZE and VACUUM and
+    the rows changed since, with the planner's row count."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(dsn, row_factory=dict_row) as conn:
+        rows = conn.execute(
+            "SELECT c.relname AS table, c.reltuples::bigint AS planner_rows, "
+            "s.n_live_tup AS live_rows, s.n_mod_since_analyze AS changed_since_analyze, "
+            "s.n_ins_since_vacuum AS inserted_since_vacuum, s.analyze_count, "
+            "s.vacuum_count, s.autoanalyze_count, s.autovacuum_count "
+            "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+            "WHERE s.relid = ANY(ARRAY['messages'::regclass, 'sessions'::regclass])"
+        ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def attacks(backend: str, target: str, namespace: str, repeats: int) -> dict[str, Any]:
+    """The two pathological session_search queries of pg_query_bounds.py on this store."""
+    import pg_query_bounds
+
+    store = open_store(backend, target, namespace)
+    try:
+        return {
+            name: pg_query_bounds.timed(store, query, repeats)
+            for name, query in (
+                ("cjk_1999", pg_query_bounds.cjk_query(corpus.SEED)),
+                ("code_200", pg_query_bounds.code_query(corpus.SEED)),
+            )
+        }
+    finally:
+        store.close()
+
+
+def plans(dsn: str, namespace: str, queries: dict[str, list[str]]) -> dict[str, Any]:
+    """Per class, the first query's costliest statement with its EXPLAIN (ANALYZE,
+    BUFFERS), taken inside the search's own transaction (so with its planner settings)."""
+    import psycopg
+
+    original = psycopg.Connection.execute
+    seen: list[tuple[float, str, str]] = []
+
+    def explained(conn: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        sql = str(query)
+        if sql.lstrip().upper().startswith(("SELECT", "WITH")) and "set_config(" not in sql:
+            started = time.perf_counter()
+            cur = original(conn, "EXPLAIN (ANALYZE, BUFFERS) " + sql, params, **kw)
+            lines = [next(iter(r.values())) if isinstance(r, dict) else r[0] for r in cur]
+            seen.append((time.perf_counter() - started, sql, "\n".join(lines)))
+        return original(conn, query, params, **kw)
+
+    out: dict[str, Any] = {}
+    store = open_store("postgres", dsn, namespace)
+    try:
+        store.search_messages("warmup", limit=20)
+        psycopg.Connection.execute = explained  # type: ignore[method-assign]
+        try:
+            for cls, qs in queries.items():
+                seen.clear()
+                started = time.perf_counter()
+                store.search_messages(qs[0], limit=20)
+                total = time.perf_counter() - started
+                slowest = max(seen, key=lambda x: x[0])
+                out[cls] = {
+                    "query": qs[0],
+                    "statements": len(seen),
+                    "search_ms_with_explain": total * 1000,
+                    "costliest_ms": slowest[0] * 1000,
+                    "sql": slowest[1],
+                    "plan": slowest[2],
+                }
+        finally:
+            psycopg.Connection.execute = original  # type: ignore[method-assign]
+    finally:
+        store.close()
     return out
 
 
@@ -313,42 +450,128 @@ def render(pg: dict[str, Any], class_labels: dict[str, str], fmt_ms: Any) -> lis
     rates = {r["backend"]: r["rate"] for r in pg["append"]}
     if rates.get("sqlite"):
         w(f"\nRatio PostgreSQL / SQLite: **{rates['postgres'] / rates['sqlite']:.2f}×**.\n")
-    for size in pg["sizes"]:
-        n = size["size"]
-        w(f"### Search latency at {n:,} messages\n")
+    if "scale" in pg:
+        lines += render_scale(pg["scale"], class_labels, fmt_ms)
+    return lines
+
+
+def _short(n: int) -> str:
+    """1000000 -> "1M", 100000 -> "100k"."""
+    if n >= 1_000_000 and n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    return f"{n // 1000}k" if n % 1000 == 0 else f"{n:,}"
+
+
+def render_scale(sc: dict[str, Any], class_labels: dict[str, str], fmt_ms: Any) -> list[str]:
+    """The many-tenant section: p95 per class, attacks, what the store kept, the plans."""
+    lines: list[str] = []
+    w = lines.append
+    small, big, tenants = sc["tenant_size"], sc["big"], sc["tenants"]
+    loads = sc["pg_small_loads"]
+    w(f"### {tenants} tenants of {small:,} messages and one of {big:,} in one database\n")
+    w(
+        f"All loaded through the public API (`append_messages`, one call per session, "
+        f"{sc['clients']} loader processes per tenant) into one schema: {tenants} tenants "
+        f"of {small:,} messages each "
+        f"({statistics.median(x['rate'] for x in loads):,.0f} msg/s median per tenant load), "
+        f"then the tenant of {big:,} ({sc['pg_big_load']['rate']:,.0f} msg/s). "
+        "The server runs with **autovacuum off**. *After bulk write*: searched right "
+        "after the loads, with no VACUUM or ANALYZE but what the store ran itself. "
+        "*Vacuumed*: after a manual `VACUUM (ANALYZE)` and the GIN pending lists flushed "
+        f"({sc.get('pg_vacuum_seconds', 0):.0f} s), as autovacuum would leave the tables. "
+        f"The small tenant timed is `{SMALL}`, the first loaded (its rows the oldest). "
+        "SQLite: one file per size, same corpus, same run. "
+        "`search_messages(query, limit=20)` from one client, per-query medians, p50/p95 "
+        "over the 40 queries of each class (ms).\n"
+    )
+    s_, b_, o_ = _short(small), _short(big), tenants - 1
+    w(
+        f"| class | SQLite {s_} p50 | p95 | PG {s_} beside {o_}, after bulk write p50 | p95 | "
+        f"vacuumed p95 | SQLite {b_} p50 | p95 | PG {b_} after bulk write p50 | p95 | "
+        "vacuumed p95 |"
+    )
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for cls, label in class_labels.items():
+        a, b = sc["sqlite_small"][cls], sc["pg_bulk_small"][cls]
+        c, d = sc["pg_vacuumed_small"][cls], sc["sqlite_big"][cls]
+        e, f = sc["pg_bulk_big"][cls], sc["pg_vacuumed_big"][cls]
         w(
-            "`search_messages(query, limit=20)` from one client, per-query medians, p50/p95 "
-            f"over the queries of each class. Loads: SQLite {size['sqlite_load']['seconds']:.0f} "
-            f"s, PostgreSQL {size['postgres_load']['seconds']:.0f} s "
-            "(both with the same number of loader processes, one call per session).\n"
+            f"| {label} | {fmt_ms(a['p50_ms'])} | {fmt_ms(a['p95_ms'])} | "
+            f"{fmt_ms(b['p50_ms'])} | **{fmt_ms(b['p95_ms'])}** | {fmt_ms(c['p95_ms'])} | "
+            f"{fmt_ms(d['p50_ms'])} | {fmt_ms(d['p95_ms'])} | {fmt_ms(e['p50_ms'])} | "
+            f"**{fmt_ms(e['p95_ms'])}** | {fmt_ms(f['p95_ms'])} |"
         )
+    w(f"\nHits (queries of 40 with any hit), PostgreSQL after bulk write, {s_} / {b_}: ")
+    w(
+        ", ".join(
+            f"{label} {sc['pg_bulk_small'][cls]['with_hits']}/{sc['pg_bulk_big'][cls]['with_hits']}"
+            for cls, label in class_labels.items()
+        )
+        + ".\n"
+    )
+    w(f"Slowest PostgreSQL query per class after bulk write ({s_} / {b_}):\n")
+    for cls, label in class_labels.items():
+        b, e = sc["pg_bulk_small"][cls], sc["pg_bulk_big"][cls]
         w(
-            "*PostgreSQL, 2 tenants*: the same tenant timed again after a second tenant "
-            f"loaded the same {n:,}-message corpus into the same tables (newer rows, the "
-            "same words), as in a database shared by many users.\n"
+            f"- {label}: `{b['slowest_query']}` {fmt_ms(b['max_ms'])} ms / "
+            f"`{e['slowest_query']}` {fmt_ms(e['max_ms'])} ms"
         )
-        w(
-            "| class | SQLite p50 ms | p95 ms | hits | PostgreSQL p50 ms | p95 ms | hits "
-            "| PostgreSQL, 2 tenants p50 ms | p95 ms |"
-        )
-        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for cls, label in class_labels.items():
-            s, p = size["sqlite_summary"][cls], size["postgres_summary"][cls]
-            t = size["postgres_shared_summary"][cls]
-            w(
-                f"| {label} | {fmt_ms(s['p50_ms'])} | {fmt_ms(s['p95_ms'])} | "
-                f"{s['with_hits']}/{s['queries']} | {fmt_ms(p['p50_ms'])} | "
-                f"{fmt_ms(p['p95_ms'])} | {p['with_hits']}/{p['queries']} | "
-                f"{fmt_ms(t['p50_ms'])} | {fmt_ms(t['p95_ms'])} |"
+    w("\n#### Pathological queries through `session_search`\n")
+    w(
+        "The two queries of `benchmarks/pg_query_bounds.py` (a 1,999-character CJK run; "
+        "200 code-like terms), `session_search(..., summarize=False)`, median / max of the "
+        "runs after a warm-up, ms. Target: ≤ 200 ms.\n"
+    )
+    w(
+        f"| query | SQLite {s_} | PG {s_} after bulk write | PG {s_} vacuumed | SQLite {b_} "
+        f"| PG {b_} after bulk write | PG {b_} vacuumed |"
+    )
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    for name in ("cjk_1999", "code_200"):
+        cells = [
+            sc[key][name]
+            for key in (
+                "sqlite_small_attacks", "pg_bulk_small_attacks", "pg_vacuumed_small_attacks",
+                "sqlite_big_attacks", "pg_bulk_big_attacks", "pg_vacuumed_big_attacks",
             )
-        w("\nSlowest PostgreSQL query per class (alone / 2 tenants):\n")
-        for cls, label in class_labels.items():
-            p, t = size["postgres_summary"][cls], size["postgres_shared_summary"][cls]
+        ]  # fmt: skip
+        w(
+            f"| {name} | "
+            + " | ".join(f"{fmt_ms(c['median_ms'])} / {fmt_ms(c['max_ms'])}" for c in cells)
+            + " |"
+        )
+    w("\n#### What the store's own maintenance left after the loads\n")
+    w(
+        "`pg_stat_user_tables` right after the last load (autovacuum off: every ANALYZE "
+        "and VACUUM counted here was run by the store itself).\n"
+    )
+    w(
+        "| table | planner rows | live rows | changed since ANALYZE | inserted since VACUUM "
+        "| ANALYZEs | VACUUMs | autovacuum runs |"
+    )
+    w("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for t in sc["pg_tables_after_load"]:
+        w(
+            f"| {t['table']} | {t['planner_rows']:,} | {t['live_rows']:,} | "
+            f"{t['changed_since_analyze']:,} | {t['inserted_since_vacuum']:,} | "
+            f"{t['analyze_count']} | {t['vacuum_count']} | "
+            f"{t['autoanalyze_count'] + t['autovacuum_count']} |"
+        )
+    for label, title in (("big", f"the {big:,}-message tenant"), ("small", f"tenant {SMALL}")):
+        w(f"\n#### Plans after bulk write, {title}\n")
+        w(
+            "Per class, the first query's costliest statement, with `EXPLAIN (ANALYZE, "
+            "BUFFERS)` taken inside the search's own transaction (its planner settings).\n"
+        )
+        for cls, label_text in class_labels.items():
+            pl = sc[f"pg_plans_{label}"][cls]
             w(
-                f"- {label}: `{p['slowest_query']}` {fmt_ms(p['max_ms'])} ms / "
-                f"`{t['slowest_query']}` {fmt_ms(t['max_ms'])} ms"
+                f"<details><summary>{label_text}: <code>{pl['query']}</code> — "
+                f"{pl['statements']} statements, costliest {pl['costliest_ms']:.1f} ms "
+                "(timed with EXPLAIN ANALYZE)</summary>\n"
             )
-        w("")
+            w("```sql\n" + pl["sql"] + "\n```\n")
+            w("```\n" + pl["plan"] + "\n```\n</details>\n")
     return lines
 
 

@@ -74,6 +74,12 @@ def drop_namespace(namespace: str) -> None:
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         for table in _NAMESPACED_TABLES:
             conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (namespace,))
+        row = conn.execute("SELECT to_regclass('facts') IS NOT NULL").fetchone()
+        if row is not None and row[0]:
+            conn.execute("DELETE FROM fact_vectors WHERE namespace = %s", (namespace,))
+            conn.execute("DELETE FROM fact_history WHERE namespace = %s", (namespace,))
+            conn.execute("UPDATE facts SET superseded_by = NULL WHERE namespace = %s", (namespace,))
+            conn.execute("DELETE FROM facts WHERE namespace = %s", (namespace,))
 
 
 # Twelve words whose Porter stems all differ, so each is its own search term.

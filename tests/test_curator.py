@@ -20,6 +20,7 @@ from memstrata.llm import OpenAIClient
 from memstrata.memory.curator import Curator
 from memstrata.memory.curator_plan import find_duplicates, normalize
 from memstrata.memory.files import FileMemory
+from memstrata.providers.facts import open_facts
 from memstrata.providers.facts.store import FactStore
 from memstrata.testing import FakeLLMServer, Reply
 
@@ -86,7 +87,7 @@ def test_end_to_end_merges_respects_budget_and_undo_restores_bytes(
     original = memory.path("memory").read_bytes()
     assert memory.usage("memory").chars > 320
     server.script(_plan(*GOOD_PLAN))
-    report = Curator(memory, client=_client(server)).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server)).curate("memory")
     assert report.applied and report.rejected is None, report.render()
     entries = memory.entries("memory")
     assert entries == [
@@ -108,6 +109,21 @@ def test_end_to_end_merges_respects_budget_and_undo_restores_bytes(
     assert "1 duplicate" in change.why and "1 merge" in change.why
     memory.undo(change.id)
     assert memory.path("memory").read_bytes() == original
+
+
+def test_a_curator_without_a_facts_store_refuses_a_plan_that_moves_entries(
+    server: FakeLLMServer, memstrata_home: Path
+) -> None:
+    """Moving an entry needs the facts store the caller hands in: without one, the plan is
+    refused with the fix and neither the file nor any facts store changes."""
+    memory = _memory(memstrata_home)
+    original = memory.path("memory").read_bytes()
+    server.script(_plan(*GOOD_PLAN))
+    report = Curator(memory, client=_client(server)).curate("memory")
+    assert not report.applied and report.rejected is not None
+    assert "facts=open_facts" in report.rejected
+    assert memory.path("memory").read_bytes() == original
+    assert not (memstrata_home / "facts.db").exists()
 
 
 @pytest.mark.parametrize(
@@ -136,7 +152,7 @@ def test_invalid_plans_are_rejected_whole(
     memory = _memory(memstrata_home)
     original = memory.path("memory").read_bytes()
     server.script(_plan(*ops))
-    report = Curator(memory, client=_client(server)).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server)).curate("memory")
     assert not report.applied and report.rejected is not None
     assert reason in report.rejected and "nothing was changed" in report.rejected
     assert memory.path("memory").read_bytes() == original
@@ -151,7 +167,7 @@ def test_reply_that_is_not_json_changes_nothing(
     memory = _memory(memstrata_home)
     original = memory.path("memory").read_bytes()
     server.script(Reply.text("Sure! I would merge entries 2 and 5."))
-    report = Curator(memory, client=_client(server)).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server)).curate("memory")
     assert report.rejected is not None and "not JSON" in report.rejected
     assert memory.path("memory").read_bytes() == original
 
@@ -159,7 +175,7 @@ def test_reply_that_is_not_json_changes_nothing(
 def test_without_a_model_only_duplicates_are_removed(memstrata_home: Path) -> None:
     """No LLM configured: the deterministic pass still removes duplicates, and says why not more."""
     memory = _memory(memstrata_home)
-    report = Curator(memory).curate("memory")
+    report = Curator(memory, facts=open_facts).curate("memory")
     assert report.applied and not report.model_used
     assert "project uses PNPM -- not npm!" not in memory.entries("memory")
     assert len(memory.entries("memory")) == len(ENTRIES) - 1
@@ -172,7 +188,9 @@ def test_dry_run_writes_nothing(server: FakeLLMServer, memstrata_home: Path) -> 
     memory = _memory(memstrata_home)
     original = memory.path("memory").read_bytes()
     server.script(_plan(*GOOD_PLAN))
-    report = Curator(memory, client=_client(server)).curate("memory", dry_run=True)
+    report = Curator(memory, facts=open_facts, client=_client(server)).curate(
+        "memory", dry_run=True
+    )
     assert report.dry_run and not report.applied and len(report.operations) == 4
     assert report.chars_after <= 320 and "dry run" in report.render()
     assert memory.path("memory").read_bytes() == original
@@ -189,7 +207,9 @@ def test_a_concurrent_write_is_never_clobbered(server: FakeLLMServer, memstrata_
         if stage == "planned":  # the plan does not touch the editor entry
             other.replace("memory", "helix", "Editor: helix, edited meanwhile")
 
-    report = Curator(memory, client=_client(server), checkpoint=meanwhile).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server), checkpoint=meanwhile).curate(
+        "memory"
+    )
     assert report.applied
     assert memory.entries("memory") == [
         "Project uses pnpm, not npm",
@@ -217,7 +237,9 @@ def test_plan_refused_when_a_planned_entry_changed_meanwhile(
     if remembered_before:  # withdrawing the move must not delete a fact stored earlier
         with FactStore.open(memstrata_home) as store:
             kept.append(store.add(ENTRIES[3], source="tool").id)
-    report = Curator(memory, client=_client(server), checkpoint=meanwhile).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server), checkpoint=meanwhile).curate(
+        "memory"
+    )
     assert report.rejected is not None and "run `memstrata curate` again" in report.rejected
     assert len(memory.entries("memory")) == len(ENTRIES) - 1  # only the other write
     with FactStore.open(memstrata_home) as store:
@@ -229,6 +251,7 @@ _CRASH_WORKER = """
 import sys, time
 from memstrata.memory.curator import Curator
 from memstrata.llm import OpenAIClient
+from memstrata.providers.facts import open_facts
 
 def stop_here(stage):
     if stage == sys.argv[2]:
@@ -236,7 +259,7 @@ def stop_here(stage):
         time.sleep(120)
 
 client = OpenAIClient("curator-model", base_url=sys.argv[1], api_key="k", max_retries=0)
-Curator(client=client, checkpoint=stop_here).run(["memory"])
+Curator(client=client, checkpoint=stop_here, facts=open_facts).run(["memory"])
 print("FINISHED", flush=True)
 """
 
@@ -270,7 +293,7 @@ def test_sigkill_mid_curation_leaves_the_previous_state(
     assert memory.path("memory").read_bytes() == original
     assert [c for c in memory.history.list() if c.who == "curator"] == []
     # Nothing is left locked or half-written: the next run completes.
-    report = Curator(memory, client=_client(server)).curate("memory")
+    report = Curator(memory, facts=open_facts, client=_client(server)).curate("memory")
     assert report.applied and memory.usage("memory").chars <= 320
 
 
@@ -279,7 +302,7 @@ def test_background_run_between_sessions(server: FakeLLMServer, memstrata_home: 
     memory = _memory(memstrata_home)
     memory.add("user", "Prefers short answers")
     server.script(_plan(*GOOD_PLAN), _plan())
-    thread = Curator(memory, client=_client(server)).start_background()
+    thread = Curator(memory, facts=open_facts, client=_client(server)).start_background()
     thread.join(30)
     assert not thread.is_alive()
     assert memory.usage("memory").chars <= 320

@@ -1,10 +1,10 @@
-"""Query expansion: sub-queries from the summary model over real HTTP, cached in the store."""
+"""Query expansion: sub-queries from the summary model over real HTTP, cached in the store,
+on both backends (conftest's ``store``: SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -12,15 +12,16 @@ from memstrata.errors import SessionStoreError
 from memstrata.llm import OpenAIClient
 from memstrata.search.expansion import cached_expansion, expand_query, parse_subqueries
 from memstrata.store.base import search_sessions
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 from memstrata.testing import FakeLLMServer, Reply
 
 QUESTION = "What outdoor activities has John done with his colleagues?"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SessionStore]:
-    s = SessionStore(tmp_path / "state.db")
+def store(store: SessionStoreContract) -> SessionStoreContract:
+    """Three sessions in a fresh store of each backend (conftest's ``store``)."""
+    s = store
     talks = {
         "hike": "we went hiking on the ridge trail with the team from work",
         "office": "my colleagues organised a quiz about activities of the company",
@@ -29,8 +30,7 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
     for i, (sid, text) in enumerate(talks.items()):
         s.create_session(sid, source="cli", started_at=1000.0 * (i + 1))
         s.append_messages(sid, [{"role": "user", "content": text, "timestamp": 1000.0 * (i + 1)}])
-    yield s
-    s.close()
+    return s
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_parse_subqueries() -> None:
 
 
 def test_expand_query_asks_once_then_reads_the_cache(
-    store: SessionStore, server: FakeLLMServer, client: OpenAIClient
+    store: SessionStoreContract, server: FakeLLMServer, client: OpenAIClient
 ) -> None:
     server.on(r"colleagues", "hiking trail\nteam trip outdoors")
     assert expand_query(store, client, QUESTION) == ["hiking trail", "team trip outdoors"]
@@ -66,7 +66,7 @@ def test_expand_query_asks_once_then_reads_the_cache(
 
 
 def test_expansion_finds_what_the_question_alone_misses(
-    store: SessionStore, server: FakeLLMServer, client: OpenAIClient
+    store: SessionStoreContract, server: FakeLLMServer, client: OpenAIClient
 ) -> None:
     plain = [h["session_id"] for h in search_sessions(store, QUESTION)]
     assert plain[0] == "office"  # shares "colleagues" and "activities"
@@ -80,7 +80,7 @@ def test_expansion_finds_what_the_question_alone_misses(
 
 
 def test_model_failure_means_no_expansion(
-    store: SessionStore,
+    store: SessionStoreContract,
     server: FakeLLMServer,
     client: OpenAIClient,
     caplog: pytest.LogCaptureFixture,
@@ -94,7 +94,9 @@ def test_model_failure_means_no_expansion(
     assert expand_query(store, client, QUESTION) == ["hiking"]
 
 
-def test_bad_input(store: SessionStore, client: OpenAIClient, server: FakeLLMServer) -> None:
+def test_bad_input(
+    store: SessionStoreContract, client: OpenAIClient, server: FakeLLMServer
+) -> None:
     assert expand_query(store, client, "   ") == []
     assert server.chat_requests == []
     with pytest.raises(SessionStoreError, match="text"):

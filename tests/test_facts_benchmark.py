@@ -1,9 +1,11 @@
-"""Smoke test of benchmarks/facts_recall.py on a tiny LoCoMo-format file (no timing)."""
+"""Smoke tests of benchmarks/facts_recall.py and benchmarks/recall_postgres.py on tiny
+LoCoMo-format files (no timing)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -79,3 +81,83 @@ def test_main_writes_a_report(bench: ModuleType, tmp_path: Path) -> None:
     assert "| recall (default: keyword, gated) | 3 | 0.667 | 0.667 |" in report
     assert "| recall (default: keyword, gated) | 1/3 (33.3%) | 0/30 (0.0%) |" in report
     assert "chit-chat with a fact" in report and "ablation: no stemming" in report
+
+
+@pytest.mark.postgres
+def test_postgres_rows_score_like_sqlite_on_the_tiny_file(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    """`--postgres DSN` adds the shipped systems on PostgresFactStore, with the same hits."""
+    from conftest import PG_DSN
+
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([_sample()]), encoding="utf-8")
+    out = tmp_path / "report.md"
+    assert bench.main([str(path), "--postgres", PG_DSN, "--output", str(out)]) == 0
+    report = out.read_text(encoding="utf-8")
+    assert "| search (default: keyword) [postgres] | 3 | 1.000 | 1.000 |" in report
+    assert "| recall (default: keyword, gated) [postgres] | 3 | 0.667 | 0.667 |" in report
+    assert "PostgresFactStore" in report
+
+
+RECALL_PG = Path(__file__).resolve().parent.parent / "benchmarks" / "recall_postgres.py"
+
+
+@pytest.mark.postgres
+def test_recall_postgres_measures_every_option_on_both_backends(tmp_path: Path) -> None:
+    """benchmarks/recall_postgres.py --expansion on a tiny conversation: each option has a
+    row per backend and a line per metric in the comparison."""
+    from conftest import PG_DSN
+
+    sample = {
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I started the cello."},
+            ],
+            "session_2_date_time": "2:00 pm on 9 June, 2023",
+            "session_2": [
+                {"speaker": "Ana", "dia_id": "D2:1", "text": "My bakery in Porto opened today."},
+            ],
+        },
+        "qa": [
+            {"question": "What is the name of Ana's cat?", "evidence": ["D1:1"], "category": 4},
+            {"question": "Where is Ana's bakery?", "evidence": ["D2:1"], "category": 4},
+        ],
+    }
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([sample]), encoding="utf-8")
+    out = tmp_path / "report.md"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(RECALL_PG),
+            str(path),
+            "--dsn",
+            PG_DSN,
+            "--expansion",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    report = out.read_text(encoding="utf-8")
+    options = (
+        "default (dates on)",
+        "dates off",
+        "speaker awareness",
+        "query expansion (fake rewrites)",
+    )
+    for option in options:
+        for backend in ("sqlite", "postgres"):
+            assert f"| {option} [{backend}] | 2 | 0 |" in report
+        assert f"| {option} | NDCG@5 |" in report
+    assert "| default (dates on) | R@5 | 1.000 | 1.000 | +0.000 |" in report

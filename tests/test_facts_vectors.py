@@ -152,6 +152,15 @@ def test_fusion_keeps_keyword_order_and_bars_weak_vector_only_facts() -> None:
     assert set(fuse_recall({}, {5: RECALL_VECTOR_MIN})) == {5}
 
 
+def test_fusion_reads_cosines_relative_to_the_facts_compared() -> None:
+    """As the session search does: a cosine counts by where it stands among the facts
+    compared, so a model whose cosines all sit high (e5) still tells facts apart."""
+    fused = fuse_search({1: 1.0, 2: 0.9}, {1: 0.80, 2: 0.90, 3: 0.85})
+    assert fused == pytest.approx({1: 1.0, 2: 1.9, 3: 0.5})
+    gated = fuse_recall({1: 2.0, 2: 1.8}, {1: 0.80, 2: 0.90, 3: 0.85})
+    assert gated == pytest.approx({1: 1.0, 2: 1.9, 3: 0.5})
+
+
 def test_recall_gate_stays_quiet_on_chitchat(store: FactStore) -> None:
     """Unrelated chat messages recall nothing, while a real question still does."""
     for text in FACTS:

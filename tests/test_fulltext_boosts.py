@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from memstrata.store.base import search_sessions
 from memstrata.store.boosts import merge_subqueries, speaker_of
+from memstrata.store.contract import SessionStoreContract
 from memstrata.store.rank import Candidate, aggregate_sessions
-from memstrata.store.sqlite.store import SessionStore
 
 
 @pytest.mark.parametrize(
@@ -29,8 +26,9 @@ def test_speaker_of(line: str, speaker: str | None) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SessionStore]:
-    s = SessionStore(tmp_path / "state.db")
+def store(store: SessionStoreContract) -> SessionStoreContract:
+    """Two sessions in a fresh store of each backend (conftest's ``store``)."""
+    s = store
     talks = {
         # Melanie talks about pottery in this one; Caroline only mentions it.
         "mel": "Melanie: my pottery class made me so happy",
@@ -39,11 +37,10 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
     for i, (sid, text) in enumerate(talks.items()):
         s.create_session(sid, source="cli", started_at=1000.0 * (i + 1))
         s.append_messages(sid, [{"role": "user", "content": text, "timestamp": 1000.0 * (i + 1)}])
-    yield s
-    s.close()
+    return s
 
 
-def test_speaker_awareness_prefers_the_named_speaker(store: SessionStore) -> None:
+def test_speaker_awareness_prefers_the_named_speaker(store: SessionStoreContract) -> None:
     question = "What class does Melanie take with pottery?"
     plain = search_sessions(store, question)
     aware = search_sessions(store, question, speakers=True)

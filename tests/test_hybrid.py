@@ -1,10 +1,11 @@
-"""Hybrid recall: keyword candidates re-scored by vectors, vector-only candidates gated."""
+"""Hybrid recall: keyword candidates re-scored by vectors, vector-only candidates gated.
+
+Every case runs on both backends (conftest's ``store``: SQLite and PostgreSQL).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from memstrata.errors import ConfigError
 from memstrata.search.embedders import embedder_from_config, index_pending
 from memstrata.store import boosts as fulltext_boosts
 from memstrata.store.base import search_messages, search_sessions
-from memstrata.store.sqlite.store import SessionStore
+from memstrata.store.contract import SessionStoreContract
 
 # Each word pulls its text towards one concept axis; the last axis is a constant so no
 # text is the zero vector.
@@ -53,8 +54,9 @@ class ConceptEmbedder:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SessionStore]:
-    s = SessionStore(tmp_path / "state.db")
+def store(store: SessionStoreContract) -> SessionStoreContract:
+    """Three one-message sessions in a fresh store of each backend (conftest's ``store``)."""
+    s = store
     talks = {
         "sport": ("user", "I shot some hoops on the court last night, one dunk too"),
         "tickets": ("assistant", "basketball tickets are expensive this season"),
@@ -63,15 +65,14 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
     for i, (sid, (role, text)) in enumerate(talks.items()):
         s.create_session(sid, source="cli", started_at=1000.0 * (i + 1))
         s.append_messages(sid, [{"role": role, "content": text, "timestamp": 1000.0 * (i + 1)}])
-    yield s
-    s.close()
+    return s
 
 
 def sessions(hits: list[dict[str, object]]) -> list[object]:
     return [h["session_id"] for h in hits]
 
 
-def test_hybrid_adds_what_keywords_miss(store: SessionStore) -> None:
+def test_hybrid_adds_what_keywords_miss(store: SessionStoreContract) -> None:
     embedder = ConceptEmbedder()
     assert sessions(search_sessions(store, "basketball")) == ["tickets"]
     # Not indexed yet: no vectors, so hybrid gives exactly the keyword ranking.
@@ -84,12 +85,11 @@ def test_hybrid_adds_what_keywords_miss(store: SessionStore) -> None:
     assert hybrid[0]["score"] > hybrid[1]["score"] > 0
 
 
-def test_vectors_rerank_keyword_candidates(store: SessionStore) -> None:
-    with store.write() as conn:
-        conn.execute(
-            "UPDATE messages SET content = 'my oven is expensive but the bread is good' "
-            "WHERE session_id = 'bread'"
-        )
+def test_vectors_rerank_keyword_candidates(store: SessionStoreContract) -> None:
+    store.replace_messages(
+        "bread",
+        [{"role": "user", "content": "my oven is expensive but the bread is good"}],
+    )
     embedder = ConceptEmbedder()
     index_pending(store, embedder)
     question = "expensive basketball court"
@@ -101,7 +101,7 @@ def test_vectors_rerank_keyword_candidates(store: SessionStore) -> None:
     assert hybrid.index("sport") < hybrid.index("bread")
 
 
-def test_vector_only_candidates_respect_filters(store: SessionStore) -> None:
+def test_vector_only_candidates_respect_filters(store: SessionStoreContract) -> None:
     embedder = ConceptEmbedder()
     index_pending(store, embedder)
     assert sessions(search_sessions(store, "basketball", embedder=embedder)) == [
@@ -118,7 +118,7 @@ def test_vector_only_candidates_respect_filters(store: SessionStore) -> None:
     assert [h["session_id"] for h in hits] == ["tickets"]  # search_messages stays keyword
 
 
-def test_gate_threshold_and_deleted_sessions(store: SessionStore) -> None:
+def test_gate_threshold_and_deleted_sessions(store: SessionStoreContract) -> None:
     embedder = ConceptEmbedder()
     index_pending(store, embedder)
     saved = fulltext_boosts.VECTOR_ONLY_MIN
@@ -131,7 +131,7 @@ def test_gate_threshold_and_deleted_sessions(store: SessionStore) -> None:
     assert sessions(search_sessions(store, "basketball", embedder=embedder)) == ["tickets"]
 
 
-def test_a_broken_query_embedding_is_reported(store: SessionStore) -> None:
+def test_a_broken_query_embedding_is_reported(store: SessionStoreContract) -> None:
     class Broken(ConceptEmbedder):
         def embed(self, texts: list[str]) -> list[list[float]]:
             return [v[:2] for v in super().embed(texts)]
@@ -149,7 +149,7 @@ def test_embedder_from_config() -> None:
         embedder_from_config(config)
 
 
-def test_offline_embedder_end_to_end(store: SessionStore) -> None:
+def test_offline_embedder_end_to_end(store: SessionStoreContract) -> None:
     from memstrata.search.minilm import MiniLMEmbedder, model_zip
 
     try:

@@ -242,3 +242,46 @@ def test_a_title_taken_in_the_namespace_is_a_clear_conflict(
     assert "already used by another session" in message and "--namespace" in message
     with PostgresSessionStore(DSN, namespace=namespace) as pg:
         assert pg.get_session("root") is None  # nothing half-copied
+
+
+def test_facts_db_moves_to_the_namespace_with_history_and_reruns_leave_it(
+    memstrata_home: Path, namespace: str
+) -> None:
+    """facts.db is copied through the facts stores' API: statuses, slots, supersession
+    links, history and vectors; a re-run finds them unchanged, and differing facts in the
+    namespace are kept with a warning."""
+    from memstrata.providers.facts.postgres import PostgresFactStore
+    from memstrata.providers.facts.store import FactStore
+    from memstrata.testing.facts_contract import Concepts
+
+    with FactStore(memstrata_home / "facts.db", embedder=Concepts()) as lite:
+        old = lite.upsert_slot("editor", "vim")
+        lite.upsert_slot("editor", "helix")
+        lite.add("我们决定用 PostgreSQL 做账单服务", category="episodic")
+        gone = lite.add("bread is in the oven")
+        lite.forget(gone.id)
+        lite.index_vectors()
+        expected = [(f.content, f.status, f.created_at) for f in lite.list(status=None)]
+        history = [(c.action, c.at) for c in lite.history()]
+    result = CliRunner().invoke(
+        cli, ["migrate", "--to", DSN, "--namespace", namespace, "--json"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["ok"] and report["facts"] == {"state": "copied", "sqlite": 4, "postgres": 4}
+    with PostgresFactStore(DSN, namespace=namespace) as pg:
+        assert [(f.content, f.status, f.created_at) for f in pg.list(status=None)] == expected
+        assert [(c.action, c.at) for c in pg.history()] == history
+        assert [f.value for f in pg.slots()] == ["helix"]
+        assert pg.pending_vectors(Concepts()) == 0  # the vector came along
+        assert [f.content for f in pg.search("账单")] == ["我们决定用 PostgreSQL 做账单服务"]
+        superseded = pg.list(status="superseded")
+        assert superseded[0].content == old.content
+        assert pg.get(superseded[0].superseded_by or 0).value == "helix"
+    again = migrate_home(DSN, namespace=namespace, home=memstrata_home)
+    assert again.ok and again.facts == "unchanged" and again.postgres_facts == 4
+    with FactStore(memstrata_home / "facts.db") as lite:
+        lite.add("a fact written after the copy")
+    third = migrate_home(DSN, namespace=namespace, home=memstrata_home)
+    assert third.facts == "kept" and third.postgres_facts == 4
+    assert any("facts.db differs" in w for w in third.warnings)

@@ -702,6 +702,9 @@ def test_delete_namespace_removes_one_tenant_only(
         "state_meta": 1,
         "curated_memory": 0,
         "curated_memory_history": 0,
+        "fact_vectors": 0,
+        "fact_history": 0,
+        "facts": 0,
         "sessions": 2,
     }
     assert pg.stats()["sessions"] == 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import codecs
 import json
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -193,12 +192,11 @@ def test_memory_tool_refuses_a_megabyte_before_scanning(arguments: dict[str, Any
     box = Toolbox.default()
     if "operations" in arguments:
         arguments = {"action": "apply_batch", "target": "memory", **arguments}
-    started = time.perf_counter()
+    # The fixture proves the order (no scan before the size check); the time it takes is
+    # measured in benchmarks/scanner.py, not asserted on a shared machine.
     result = box.call("memory", arguments)
-    elapsed = time.perf_counter() - started
     assert result["success"] is False
     assert "refused unread" in result["error"], result["error"]
-    assert elapsed < 0.05
 
 
 def test_an_oversized_entry_names_the_budget() -> None:
@@ -218,7 +216,5 @@ def test_remember_and_mcp_refuse_a_megabyte_before_scanning(memstrata_home: Path
             ("facts_remember", {"content": MEGABYTE * 3, "category": "identity"}),
             ("memory", {"action": "add", "target": "memory", "content": MEGABYTE * 3}),
         ):
-            started = time.perf_counter()
             text, is_error = service.call_tool(name, arguments)
-            assert time.perf_counter() - started < 0.05, name
             assert is_error and "char" in text, text

@@ -118,8 +118,9 @@ class SessionLifecycle(Closing, abc.ABC):
         inside a turn. See :class:`~memstrata.memory.curator.Curator`; failures are logged.
         """
         from memstrata.memory.curator import Curator
+        from memstrata.providers.facts.opening import open_facts
 
-        return Curator(self.memory, config=self.config).start_background()
+        return Curator(self.memory, config=self.config, facts=open_facts).start_background()
 
     def _end_current(self, reason: str) -> None:
         self.manager.on_session_end([without_api_content(m) for m in self.messages])

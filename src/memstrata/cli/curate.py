@@ -14,6 +14,7 @@ from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, open_cli_memory
 from memstrata.config import Config
 from memstrata.memory.curator import Curator
 from memstrata.memory.format import FILE_NAMES, TARGETS, Target
+from memstrata.providers.facts.opening import open_facts
 
 
 @click.command("curate", context_settings=CONTEXT_SETTINGS)
@@ -51,7 +52,9 @@ def curate_command(
     """
     config = Config.load()
     memory = open_cli_memory(config)
-    curator = Curator(memory, config=config, use_model=False if no_model else None)
+    curator = Curator(
+        memory, config=config, use_model=False if no_model else None, facts=open_facts
+    )
     targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
     console = Console(stderr=True)
     reports = []

@@ -39,7 +39,7 @@ from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, echo_table, progre
 def migrate_command(
     dsn: str, namespace: str, home: Path | None, overwrite_memory: bool, as_json: bool
 ) -> None:
-    """Copy the SQLite home (sessions, messages, meta, memory) into PostgreSQL.
+    """Copy the SQLite home (sessions, messages, meta, memory, facts) into PostgreSQL.
 
     Every session with all its fields, every message (archived ones too), state_meta
     and MEMORY.md/USER.md are copied into NAMESPACE. The counts of sessions and
@@ -82,6 +82,7 @@ def migrate_command(
             [
                 ("sessions", report.sqlite_sessions, report.postgres_sessions),
                 ("messages", report.sqlite_messages, report.postgres_messages),
+                ("facts", report.sqlite_facts, report.postgres_facts),
             ],
             title=f"memstrata migrate → namespace {report.namespace}",
         )
@@ -89,7 +90,7 @@ def migrate_command(
             f"{report.sessions_copied} session(s) copied, {report.sessions_unchanged} already "
             f"up to date, {report.meta_keys} meta key(s); memory: "
             + ", ".join(f"{k} {v}" for k, v in report.memory.items())
-            + f" ({report.seconds:.1f} s)."
+            + f"; facts: {report.facts} ({report.seconds:.1f} s)."
         )
         for warning in report.warnings:
             click.echo(f"Warning: {warning}", err=True)

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 import click
 
-from memstrata.backends import open_store
+from memstrata.backends import open_store, postgres_dsn
 from memstrata.cli.common import (
     CONTEXT_SETTINGS,
     echo_json,
@@ -475,14 +475,15 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
     for Chinese and other languages, or "openai" for llm.embedding_model). Writes never
     compute vectors, so run this after imports or on a schedule; an interrupted run
     keeps what it wrote and the next one continues. The
-    facts of the `facts` provider (facts.db) are embedded too when the file exists.
+    facts are embedded too (facts.db when it exists, the namespace's under store.dsn).
 
     \b
     Example:
         memstrata config set search.embedder minilm
         memstrata sessions embed --limit 10000
     """
-    from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
+    from memstrata.providers.facts.opening import open_facts
+    from memstrata.providers.facts.store import FACTS_FILENAME
     from memstrata.search.embedders import embedder_from_config, index_pending, pending_count
 
     config = Config.load()
@@ -503,14 +504,11 @@ def sessions_embed(limit: int | None, as_json: bool) -> None:
             )
         left = pending_count(store, embedder.name)
     counts: dict[str, Any] = {"embedder": embedder.name, "embedded": done, "pending": left}
-    facts_path = config.home / FACTS_FILENAME
-    if facts_path.exists():
-        facts = FactStore(facts_path, embedder=embedder)
-        try:
+    # The facts the configuration names: the tenant's under a DSN, else facts.db if any.
+    if postgres_dsn(config) is not None or (config.home / FACTS_FILENAME).exists():
+        with open_facts(config, embedder=embedder) as facts:
             counts["facts_embedded"] = facts.index_vectors()
             counts["facts_pending"] = facts.pending_vectors()
-        finally:
-            facts.close()
     if as_json:
         echo_json(counts)
         return

@@ -22,11 +22,17 @@ never inside a turn:
 Every applied plan is one change in the memory history (``who="curator"``), so
 ``memstrata memory undo N`` restores the file byte for byte.
 
+The facts store is handed in (``facts=``, a function that opens it): curated memory sits
+below the providers, so it never imports the facts package. The CLI and the agent pass
+:func:`memstrata.providers.facts.open_facts`; a curator without one removes duplicates and
+rewrites entries but refuses a plan that moves an entry out.
+
 Example::
 
     from memstrata.memory.curator import Curator
+    from memstrata.providers.facts import open_facts
 
-    for report in Curator().run(dry_run=True):
+    for report in Curator(facts=open_facts).run(dry_run=True):
         print(report.render())
 """
 
@@ -37,7 +43,7 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from memstrata.config import Config
 from memstrata.errors import (
@@ -60,6 +66,42 @@ from memstrata.memory.files import Target, memory_and_config
 from memstrata.memory.format import FILE_NAMES, TARGETS
 
 logger = logging.getLogger(__name__)
+
+
+class MovedFact(Protocol):
+    """What the curator reads of a fact it wrote."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def content(self) -> str: ...
+
+
+class FactsSink(Protocol):
+    """The part of a facts store the curator uses (every facts store has it)."""
+
+    def find_text(
+        self, text: str, *, source: str | None = None, target: str | None = None
+    ) -> Sequence[MovedFact]: ...
+
+    def add(
+        self,
+        content: str,
+        *,
+        category: str = ...,
+        source: str = ...,
+        target: str | None = None,
+        origin: str | None = None,
+    ) -> MovedFact: ...
+
+    def forget(self, fact_id: int, *, origin: str = ...) -> object: ...
+
+    def close(self) -> None: ...
+
+
+FactsOpener = Callable[[Config], FactsSink]
+"""Opens the facts store of a configuration (:func:`memstrata.providers.facts.open_facts`)."""
 
 Checkpoint = Callable[[str], None]
 """Called with the name of each stage reached ("planned", "facts_written", "applied");
@@ -149,6 +191,8 @@ class Curator:
             and when no model is configured only the deterministic pass runs.
         use_model: False runs only the deterministic pass.
         checkpoint: called at each stage (tests crash the process there).
+        facts: opens the facts store moved entries go to (called with ``config``);
+            without it a plan that moves an entry is refused and nothing changes.
     """
 
     def __init__(
@@ -159,8 +203,10 @@ class Curator:
         client: LLMClient | None = None,
         use_model: bool | None = None,
         checkpoint: Checkpoint | None = None,
+        facts: FactsOpener | None = None,
     ) -> None:
         self.memory, self.config = memory_and_config(memory, config)
+        self.facts = facts
         config = self.config
         share = float(config.get("curator.budget_share"))
         if not 0.1 <= share <= 1.0:
@@ -355,9 +401,13 @@ class Curator:
         """Add the moved entries as facts, appending each new fact's id to ``ids``."""
         if not result.facts:
             return
-        from memstrata.providers.facts.store import FactStore
-
-        with FactStore.open(self.memory.home) as store:
+        if self.facts is None:
+            raise CuratedMemoryError(
+                "the plan moves entries to the facts store and this curator has none; "
+                "pass facts=open_facts (memstrata.providers.facts) to Curator"
+            )
+        store = self.facts(self.config)
+        try:
             for content, category in result.facts:
                 text = " ".join(content.split())
                 # A fact stored before (remembered, mirrored) is reused by add(); it is not
@@ -368,15 +418,18 @@ class Curator:
                 )
                 if fact.id not in existing:
                     ids.append(fact.id)
+        finally:
+            store.close()
 
     def _withdraw_facts(self, ids: Sequence[int]) -> None:
-        if not ids:
+        if not ids or self.facts is None:
             return
-        from memstrata.providers.facts.store import FactStore
-
-        with FactStore.open(self.memory.home) as store:
+        store = self.facts(self.config)
+        try:
             for fact_id in ids:
                 store.forget(fact_id, origin="curator")
+        finally:
+            store.close()
 
     def _stage(self, name: str) -> None:
         if self.checkpoint is not None:

@@ -11,13 +11,20 @@ them into one namespace of a PostgreSQL database, then counts both sides:
   id differs between the two sides while the order is the same;
 * ``state_meta`` keys are upserted; ``MEMORY.md``/``USER.md`` go to ``curated_memory``
   byte for byte;
+* ``facts.db`` goes to the tenant's facts through the facts stores' own API
+  (:meth:`~memstrata.providers.facts.base.BaseFactStore.dump` on the file,
+  :meth:`~memstrata.providers.facts.base.BaseFactStore.load` into PostgreSQL): every fact
+  with its status, slot, times and recall counts, its history and its vectors; PostgreSQL
+  numbers the facts itself and the links follow;
 * the summary cache is not copied: it is keyed by message ids, which change, and it is
   rebuilt on demand.
 
 Re-running is idempotent: a session whose messages are already there (same count, same
 last timestamp) is left as it is, one that differs gets its messages replaced in one
 transaction, so an interrupted run is finished by running it again. Curated memory that
-already differs in PostgreSQL is not overwritten unless asked.
+already differs in PostgreSQL is not overwritten unless asked; facts are copied only into
+a tenant that holds none (the facts load in one transaction), and a tenant whose facts
+already match the file's is left as it is.
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ from memstrata.config import Config, memstrata_home
 from memstrata.errors import ImportDataError, UnreadableFileError
 from memstrata.memory import postgres_history as memory_history
 from memstrata.memory.format import FILE_NAMES, TARGETS
+from memstrata.providers.facts.contract import FactDump
+from memstrata.providers.facts.postgres import PostgresFactStore
+from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.store.postgres.codec import MESSAGE_COLUMNS, pg_text, to_pg_content
 from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.store import PostgresSessionStore
@@ -75,13 +85,19 @@ class MigrationReport:
     meta_keys: int = 0
     memory: dict[str, str] = field(default_factory=dict)
     """Per target: ``copied``, ``unchanged``, ``absent`` or ``kept`` (PostgreSQL differs)."""
+    facts: str = "absent"
+    """``copied``, ``unchanged``, ``absent`` (no facts.db) or ``kept`` (PostgreSQL differs)."""
+    sqlite_facts: int = 0
+    postgres_facts: int = 0
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        """True when both sides hold the same number of sessions and messages."""
-        return (self.sqlite_sessions, self.sqlite_messages) == (
+        """True when both sides hold the same number of sessions, messages and (unless the
+        tenant's differing facts were kept) facts."""
+        facts_ok = self.facts == "kept" or self.sqlite_facts == self.postgres_facts
+        return facts_ok and (self.sqlite_sessions, self.sqlite_messages) == (
             self.postgres_sessions,
             self.postgres_messages,
         )
@@ -97,6 +113,11 @@ class MigrationReport:
             "sessions_unchanged": self.sessions_unchanged,
             "meta_keys": self.meta_keys,
             "memory": dict(self.memory),
+            "facts": {
+                "state": self.facts,
+                "sqlite": self.sqlite_facts,
+                "postgres": self.postgres_facts,
+            },
             "warnings": list(self.warnings),
             "seconds": round(self.seconds, 3),
         }
@@ -158,9 +179,13 @@ def migrate_home(
                 ) from exc
             finally:
                 source.close()
+            # A copy is a bulk load: fresh planner statistics for it when the server's
+            # autovacuum would not make them.
+            store.keep_statistics()
         else:
             report.warnings.append(f"{db_path} does not exist: no sessions to copy.")
         _copy_memory(root, store, report, overwrite_memory)
+    _copy_facts(root / FACTS_FILENAME, dsn, store.namespace, cfg, report)
     report.seconds = time.monotonic() - started
     return report
 
@@ -385,3 +410,46 @@ def _copy_memory(
                 after=text.encode("utf-8"),
             )
             report.memory[target] = "copied"
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def _facts_fingerprint(dump: FactDump) -> list[tuple[Any, ...]]:
+    """What two copies of the same facts share, whatever their ids."""
+    return sorted(
+        (
+            f["content"],
+            f["category"],
+            f["subject"],
+            f["key"],
+            f["value"],
+            f["status"],
+            f["created_at"],
+        )
+        for f in dump.facts
+    )
+
+
+def _copy_facts(path: Path, dsn: str, namespace: str, cfg: Config, report: MigrationReport) -> None:
+    if not path.exists():
+        report.facts = "absent"
+        return
+    with FactStore(path) as source:
+        dump = source.dump()
+    report.sqlite_facts = len(dump.facts)
+    with PostgresFactStore(dsn, namespace=namespace, config=cfg) as target:
+        held = target.dump()
+        if not held.facts and not held.history:
+            target.load(dump)
+            report.facts = "copied"
+        elif _facts_fingerprint(held) == _facts_fingerprint(dump):
+            report.facts = "unchanged"
+        else:
+            report.facts = "kept"
+            report.warnings.append(
+                f"{path.name} differs from the facts namespace {namespace!r} already holds in "
+                "PostgreSQL, so they were kept and nothing was copied; migrate into a fresh "
+                "namespace with --namespace, or delete the namespace's facts first."
+            )
+        report.postgres_facts = target.count(status=None)

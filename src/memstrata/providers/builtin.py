@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from memstrata.memory.core import CuratedMemory
 from memstrata.memory.tool import MEMORY_TOOL_SCHEMA, MemoryTool
 from memstrata.providers.base import BUILTIN_PROVIDER_NAME, MemoryProvider
-from memstrata.providers.facts.remembered import recall_remembered
+from memstrata.providers.facts.remembered import RememberedRecall
 
 __all__ = ["BuiltinMemoryProvider"]
 
@@ -35,6 +35,7 @@ class BuiltinMemoryProvider(MemoryProvider):
         self.memory = memory
         self._tool = tool
         self.session_id = ""
+        self._remembered = RememberedRecall(memory.home)
 
     @property
     def tool(self) -> MemoryTool:
@@ -77,7 +78,11 @@ class BuiltinMemoryProvider(MemoryProvider):
 
     def prefetch(self, query: str, *, session_id: str) -> str:
         """Facts saved with the ``remember`` tool that are relevant to ``query``, or ""."""
-        return recall_remembered(self.memory.home, query)
+        return self._remembered.recall(query)
+
+    def shutdown(self) -> None:
+        """Close the facts store the recall keeps open (PostgreSQL)."""
+        self._remembered.close()
 
     def on_turn_start(self, turn_number: int, message: str) -> None:
         """Reset the tool's consolidation-failure counter for the new turn."""

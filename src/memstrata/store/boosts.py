@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from memstrata.query.dates import DateWindow
 
@@ -37,6 +37,7 @@ __all__ = [
     "boost_dates",
     "boost_speakers",
     "fuse_vectors",
+    "hybrid_scores",
     "merge_subqueries",
 ]
 
@@ -65,6 +66,7 @@ VECTOR_SESSIONS = 10
 # Query expansion: the best score of a message under the rewritten sub-queries is added
 # to its score under the question, times EXPANSION_WEIGHT.
 EXPANSION_WEIGHT = 0.5
+Key = TypeVar("Key")
 # A transcript line starts with its speaker: one to three words, then a colon.
 _SPEAKER = re.compile(r"^\s*([^\W\d_][\w .'-]{0,40}?)\s*:", re.UNICODE)
 
@@ -144,6 +146,30 @@ def too_few(found: Iterable[Candidate], want: int, *, sessions: bool) -> bool:
     """True when ``found`` has fewer than ``want`` messages (or sessions)."""
     keys = {c.session_id for c in found} if sessions else {c.id for c in found}
     return len(keys) < want
+
+
+def hybrid_scores(
+    keyword: Mapping[Key, float],
+    sims: Mapping[Key, float],
+    joining: Iterable[Key],
+    *,
+    weight: float = VECTOR_WEIGHT,
+) -> dict[Key, float]:
+    """Hybrid fusion, the one rule of every hybrid search (sessions and facts): each
+    keyword score (the query's best 1.0) gains ``weight * sims[key]``, and each key of
+    ``joining`` the keywords did not find enters with that part alone.
+
+    ``sims`` are cosines on the scale of :func:`memstrata.store.vectors.relative`: where
+    each stands among the vectors compared (the least similar 0, the most similar 1), so
+    the vector part means the same whatever the model's own cosine range. Which
+    vector-only keys may join is the caller's gate (a cosine bar on the model's
+    calibrated scale).
+    """
+    fused = {key: score + weight * sims.get(key, 0.0) for key, score in keyword.items()}
+    for key in joining:
+        if key not in fused:
+            fused[key] = weight * sims.get(key, 0.0)
+    return fused
 
 
 def fuse_vectors(

@@ -10,9 +10,9 @@ evidence (:mod:`memstrata.store.boosts`), and the messages are grouped into sess
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from memstrata.errors import ConfigError, SessionStoreError
 from memstrata.query.compile import CompiledQuery, compile_query
@@ -56,6 +56,7 @@ COMMON_DF = 500
 # Measured at 1M messages (store-search-tuning.md): 2,000 found 29 of 40 planted answers
 # in the first page, 1,000 found 32 at two thirds of the cost, 500 found 31.
 BOOLEAN_RANKED = 1000
+Key = TypeVar("Key", bound=Hashable)
 # Score of a message found only because it was written on the day a date-only question
 # names (keyword hits of the date's words may add to it).
 WINDOW_SCORE: Final = 1.0
@@ -221,14 +222,16 @@ def _add_vectors(
     newcomers = [m for m, cos in gate.items() if m not in found and cos >= boosts.VECTOR_ONLY_MIN]
     passing = tx.passing(newcomers, filters) if newcomers else []
     if boosts.VECTOR_SCALE == "relative":
-        boosts.fuse_vectors(
-            found,
+        fused = boosts.hybrid_scores(
+            {mid: cand.score for mid, cand in found.items()},
             relative(raw),
-            passing,
+            [cand.id for cand in passing],
             weight=boosts.VECTOR_WEIGHT,
-            floor=0.0,
-            only_min=-1.0,
         )
+        for cand in passing:
+            found.setdefault(cand.id, cand)
+        for mid, score in fused.items():
+            found[mid].score = score
         return
     boosts.fuse_vectors(
         found,
@@ -260,6 +263,26 @@ def stored_vectors(
     if missing:
         blobs.update(tx.vectors_of(model, missing))
     return blobs
+
+
+def fuse_evidence(matches: Iterable[tuple[Key, float]]) -> dict[Key, float]:
+    """Fusion by evidence, the one rule every keyword search fuses its indexes with (the
+    session stores' and the facts store's): ``matches`` holds a (row, BM25) pair per row
+    and index that found it, BM25 with FTS5's sign (negative, best lowest); each row's
+    BM25 is negated and summed over the indexes, then the query scaled once so its best row
+    scores 1.0 (0.0 for every row when nothing scored above zero).
+
+    The indexes hold disjoint evidence (the bigram index CJK text, the trigram index
+    only terms the word index does not know), so the sum counts each matched term once,
+    by its rarity in the index that holds it: ten rare Chinese bigrams outweigh one
+    English name. Scaling each index to its own best row would make one word of one
+    index weigh as much as all the evidence of another.
+    """
+    scores: dict[Key, float] = {}
+    for key, bm25 in matches:
+        scores[key] = scores.get(key, 0.0) - bm25
+    top = max(scores.values(), default=0.0)
+    return {key: score / top if top > 0 else 0.0 for key, score in scores.items()}
 
 
 def session_score(

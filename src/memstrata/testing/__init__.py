@@ -14,6 +14,8 @@
   endpoint returns, so tests can compute expectations.
 - :func:`approx_tokens` / :func:`common_prefix_length`: its token estimate and the
   prefix a prompt cache would reuse between two requests.
+- :mod:`memstrata.testing.store_contract` and :mod:`memstrata.testing.facts_contract`:
+  the behaviour suites every session-store and facts-store backend passes.
 
 See ``docs/testing.md`` for complete examples.
 """

@@ -5,7 +5,8 @@ Memory is categorised by how it is used:
 * **identity and preferences** (who the user is, how they like things done) belong in
   the frozen snapshot, ``USER.md`` / ``MEMORY.md``, written with the ``memory`` tool;
 * **episodic facts** (what happened, what was decided) go to the facts store
-  (``$MEMSTRATA_HOME/facts.db``) through ``remember`` and come back only when a later
+  (``$MEMSTRATA_HOME/facts.db``, or the PostgreSQL tenant under ``store.dsn``) through
+  ``remember`` and come back only when a later
   message is about them, through prefetch, so they cost no prompt space otherwise;
 * **working state** (the task at hand) stays in the conversation.
 
@@ -33,10 +34,11 @@ from typing import Any, Final
 from memstrata.config import Config, memstrata_home
 from memstrata.llm.arguments import optional_str, required_str
 from memstrata.providers.facts.classify import classify
+from memstrata.providers.facts.contract import FactStoreContract
+from memstrata.providers.facts.opening import open_facts
 from memstrata.providers.facts.provider import fact_json
 from memstrata.providers.facts.remembered import RECALL_CHARS, RECALL_LIMIT, recall_remembered
 from memstrata.providers.facts.schema import CATEGORIES
-from memstrata.providers.facts.store import FactStore
 
 logger = logging.getLogger(__name__)
 
@@ -101,16 +103,14 @@ class RememberTool:
         self.home = Path(home)
         self.config = config
         self.session_id = session_id
-        self._store: FactStore | None = None
+        self._store: FactStoreContract | None = None
         self._lock = threading.Lock()
 
-    def _facts(self) -> FactStore:
+    def _facts(self) -> FactStoreContract:
         with self._lock:
             if self._store is None:
-                options: dict[str, Any] = {}
-                if self.config is not None:
-                    options["busy_timeout_ms"] = int(self.config.get("store.busy_timeout_ms"))
-                self._store = FactStore.open(self.home, **options)
+                cfg = self.config if self.config is not None else Config.load(self.home)
+                self._store = open_facts(cfg, home=self.home)
             return self._store
 
     def handle(self, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -130,13 +130,15 @@ def _bytes_diff(before: bytes | None, after: bytes | None) -> list[tuple[str, st
 
 
 def facts_view(home: Home, *, limit: int = 50) -> dict[str, Any]:
-    """The facts store (``facts.db``) by category, the slots of each subject, its history."""
-    from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
+    """The facts store (``facts.db``, or the namespace's facts under ``store.dsn``) by
+    category, the slots of each subject, its history."""
+    from memstrata.backends import postgres_dsn
+    from memstrata.providers.facts.opening import facts_key, open_facts
 
-    path = home.config.home / FACTS_FILENAME
-    if not path.exists():
-        return {"exists": False, "path": str(path)}
-    store = FactStore(path)
+    path = facts_key(home.config)
+    if postgres_dsn(home.config) is None and not Path(path).exists():
+        return {"exists": False, "path": path}
+    store = open_facts(home.config)
     try:
         categories = [
             {
@@ -166,7 +168,7 @@ def facts_view(home: Home, *, limit: int = 50) -> dict[str, Any]:
         store.close()
     return {
         "exists": True,
-        "path": str(path),
+        "path": path,
         "categories": categories,
         "slots": slots,
         "history": history,

@@ -2,7 +2,8 @@
 :class:`~memstrata.providers.facts.store.FactStore`.
 
 Select it with ``memory.provider = "facts"`` in ``config.toml``. By default it needs
-nothing but the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network.
+nothing but the home folder (``$MEMSTRATA_HOME/facts.db``) and never touches the network;
+with ``store.dsn`` set, the facts live in the session store's PostgreSQL tenant instead.
 With ``search.embedder`` set ("minilm" or "e5" offline, "openai" at the configured endpoint),
 recall and ``facts_search`` fuse embeddings with the keywords (hybrid recall, see
 :mod:`memstrata.providers.facts.vectors`); facts are embedded lazily, at most ``INDEX_PER_TURN``
@@ -43,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final, cast
 
+from memstrata.backends import postgres_dsn
 from memstrata.config import Config
 from memstrata.errors import (
     CuratedMemoryError,
@@ -54,7 +56,9 @@ from memstrata.llm.arguments import optional_int, required_str
 from memstrata.providers.base import MemoryProvider, MemoryWriteMetadata
 from memstrata.providers.facts.args import clean_fact_text
 from memstrata.providers.facts.classify import classify, explicit_capture, extract_slot
-from memstrata.providers.facts.schema import CATEGORIES, Fact, FactChange
+from memstrata.providers.facts.contract import Fact, FactChange, FactStoreContract
+from memstrata.providers.facts.opening import facts_key, open_facts
+from memstrata.providers.facts.schema import CATEGORIES
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.search.embedders import Embedder, embedder_from_config
 from memstrata.store.sqlite.database import Durability
@@ -178,23 +182,28 @@ def _day(timestamp: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(timestamp))
 
 
-# Facts files a FactsProvider of this process recalls from, with how many providers do:
-# the built-in provider's recall of `remember`ed facts steps aside for them, so a fact is
-# never recalled twice in one turn.
+# Facts stores a FactsProvider of this process recalls from (see facts_key), with how
+# many providers do: the built-in provider's recall of `remember`ed facts steps aside for
+# them, so a fact is never recalled twice in one turn.
 _RECALLING: collections.Counter[str] = collections.Counter()
 _RECALLING_LOCK = threading.Lock()
 
 
-def recalled_by_provider(path: Path) -> bool:
-    """True while an initialised FactsProvider of this process recalls from ``path``."""
+def _key(where: Path | str) -> str:
+    return str(Path(where).absolute()) if isinstance(where, Path) else where
+
+
+def recalled_by_provider(where: Path | str) -> bool:
+    """True while an initialised FactsProvider of this process recalls from ``where``: a
+    facts file, or the key :func:`~memstrata.providers.facts.opening.facts_key` gives."""
     with _RECALLING_LOCK:
-        return _RECALLING[str(Path(path).absolute())] > 0
+        return _RECALLING[_key(where)] > 0
 
 
-def _track_recall(path: Path | None, delta: int) -> None:
-    if path is None:
+def _track_recall(where: Path | str | None, delta: int) -> None:
+    if where is None:
         return
-    key = str(Path(path).absolute())
+    key = _key(where)
     with _RECALLING_LOCK:
         _RECALLING[key] += delta
         if _RECALLING[key] <= 0:
@@ -264,9 +273,11 @@ def _opt(args: Mapping[str, Any], name: str, kind: type) -> Any:
 
 
 class FactsProvider(MemoryProvider):
-    """Categorised facts in a local SQLite file, with slots, recall and history.
+    """Categorised facts with slots, recall and history, in the local ``facts.db`` or,
+    under ``store.dsn``, in the PostgreSQL tenant of the session store.
 
-    ``path`` overrides ``<home>/facts.db``; ``recall_limit`` and ``recall_chars`` bound
+    ``path`` overrides ``<home>/facts.db`` (and keeps the facts in that file whatever the
+    DSN); ``recall_limit`` and ``recall_chars`` bound
     what ``prefetch`` injects per turn; ``capture_explicit`` turns the "remember that
     ..." capture in ``sync_turn`` on or off. ``config`` supplies the store's durability
     and busy timeout (``store.durability``, ``store.busy_timeout_ms``) and the embedder
@@ -275,7 +286,7 @@ class FactsProvider(MemoryProvider):
 
     name: ClassVar[str] = "facts"
     description: ClassVar[str] = (
-        "Local SQLite facts: categories, key/value slots, full-text recall, history"
+        "Facts (SQLite or PostgreSQL): categories, key/value slots, full-text recall, history"
     )
 
     def __init__(
@@ -301,7 +312,8 @@ class FactsProvider(MemoryProvider):
         self.embedder = embedder
         self.session_id = ""
         self.primary = True
-        self._store: FactStore | None = None
+        self._store: FactStoreContract | None = None
+        self._where: str | None = None
         self._block = ""
         self._in_prompt: frozenset[int] = frozenset()
         self._recalled: list[int] = []
@@ -310,7 +322,10 @@ class FactsProvider(MemoryProvider):
     # -- lifecycle ----------------------------------------------------------------------
 
     def is_available(self) -> bool:
-        """True when this Python's SQLite has FTS5 (checked in memory, no network)."""
+        """True when this Python's SQLite has FTS5 (checked in memory, no network), or the
+        facts live in PostgreSQL (``store.dsn``)."""
+        if self.path is None and self.config is not None and postgres_dsn(self.config):
+            return True
         conn = sqlite3.connect(":memory:")
         try:
             conn.execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
@@ -331,23 +346,34 @@ class FactsProvider(MemoryProvider):
         session_title: str | None = None,
         **extra: Any,
     ) -> None:
-        """Open ``<home>/facts.db`` (created on first use) and freeze the prompt block."""
-        path = self.path or Path(home) / FACTS_FILENAME
-        if self._store is None or self._store.path != path:
+        """Open the facts store (``<home>/facts.db``, created on first use, or the
+        PostgreSQL tenant under ``store.dsn``) and freeze the prompt block."""
+        on_server = self.path is None and self.config is not None
+        on_server = on_server and postgres_dsn(cast(Config, self.config)) is not None
+        if on_server:
+            where = facts_key(cast(Config, self.config), Path(home))
+        else:
+            where = str((self.path or Path(home) / FACTS_FILENAME).absolute())
+        if self._store is None or self._where != where:
             if self._store is not None:
                 self._store.close()
-                _track_recall(self._store.path, -1)
-            durability, busy_ms = "normal", 5000
-            if self.config is not None:
-                durability = str(self.config.get("store.durability"))
-                busy_ms = int(self.config.get("store.busy_timeout_ms"))
-            self._store = FactStore(
-                path,
-                durability=cast(Durability, durability),
-                busy_timeout_ms=busy_ms,
-                embedder=self.embedder or self._configured_embedder(),
-            )
-            _track_recall(path, +1)
+                _track_recall(self._where, -1)
+            embedder = self.embedder or self._configured_embedder()
+            if on_server:
+                self._store = open_facts(self.config, home=Path(home), embedder=embedder)
+            else:
+                durability, busy_ms = "normal", 5000
+                if self.config is not None:
+                    durability = str(self.config.get("store.durability"))
+                    busy_ms = int(self.config.get("store.busy_timeout_ms"))
+                self._store = FactStore(
+                    Path(where),
+                    durability=cast(Durability, durability),
+                    busy_timeout_ms=busy_ms,
+                    embedder=embedder,
+                )
+            self._where = where
+            _track_recall(where, +1)
         self.session_id = session_id
         self.primary = agent_context == "primary"
         self._freeze()
@@ -376,7 +402,7 @@ class FactsProvider(MemoryProvider):
             logger.warning("facts: could not embed new facts (keywords still work): %s", exc)
 
     @property
-    def store(self) -> FactStore:
+    def store(self) -> FactStoreContract:
         """The open store; ProviderError before :meth:`initialize`."""
         if self._store is None:
             raise ProviderError(
@@ -436,8 +462,9 @@ class FactsProvider(MemoryProvider):
         if self._store is not None:
             self._flush_recalls()
             self._store.close()
-            _track_recall(self._store.path, -1)
+            _track_recall(self._where, -1)
             self._store = None
+            self._where = None
 
     # -- per turn -----------------------------------------------------------------------
 

@@ -4,38 +4,46 @@ Both compile the query with :func:`memstrata.query.compile.compile_query`, the c
 session search uses (Porter-stemmed word index, its English stopwords), so a query never
 raises and CJK words reach the bigram index.
 
-* :func:`search_rows` is for someone who asked: every match counts. Each fact's BM25 is
-  summed over the indexes and the query scaled once (best fact 1.0), as the session
-  store fuses its indexes: a term counts by its rarity, whichever index found it.
+* :func:`search_rows` is for someone who asked: every match counts. The indexes are
+  fused by the session search's rule (:func:`memstrata.store.rank.fuse_evidence`): each
+  fact's BM25 summed over the indexes and the query scaled once (best fact 1.0), so a
+  term counts by its rarity, whichever index found it.
 * :func:`recall_rows` is for a chat message nobody wrote as a query, so it must stay
   silent when nothing is relevant (an injected list of unrelated facts is noise the
-  model pays for and may act on). It ranks by the rarity of the terms a fact shares with
-  the message, and a fact enters only through *significant* terms (see
-  :func:`significant`) that cover enough of the message (``RECALL_MIN_COVERAGE``). BM25
-  itself cannot gate: FTS5 clamps the IDF of a term found in half the rows or more to
-  almost zero, so in a store of three facts every score is about 1e-6 and no threshold
-  tells a hit from a miss.
+  model pays for and may act on). A gate (:func:`admitted`) decides whether the message
+  is answered at all: some fact must hold enough of the *significant* terms (see
+  :func:`significant`) of one of its clauses (``RECALL_MIN_COVERAGE``), and only facts
+  holding such a term are admitted. They are ranked as a search for the message's words
+  ranks them (same compile, same fusion; the chat words of ``RECALL_STOPWORDS`` dropped
+  too): the gate decides who may speak, never the order. BM25 itself cannot gate: FTS5
+  clamps the IDF of a term found in half the rows or more to almost zero, so in a store
+  of three facts every score is about 1e-6 and no threshold tells a hit from a miss.
 
 Optional embeddings are fused on top of both by :mod:`memstrata.providers.facts.vectors`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
-from memstrata.providers.facts.schema import FTS_TABLES
 from memstrata.query.cjk import has_cjk
-from memstrata.query.compile import STOPWORDS, CompiledQuery, Index, compile_query
+from memstrata.query.compile import STOPWORDS, CompiledQuery, Index, Term, compile_query
+from memstrata.store.rank import fuse_evidence
+
+if TYPE_CHECKING:
+    from memstrata.providers.facts.backend import FactTransaction
+    from memstrata.providers.facts.contract import FactRow
+
+# The three keyword indexes of a facts store, the session store's three.
+INDEXES: Final[tuple[Index, ...]] = ("word", "trigram", "cjk")
 
 # Words left out of an explicit search: the session search's list. (Measured in
 # benchmarks/facts_recall.py: without it, "what"/"did"/"the" flood BM25.)
 SEARCH_STOPWORDS: frozenset[str] = STOPWORDS
 # Indexes an explicit search fuses (the word index alone is an ablation of the benchmark).
-SEARCH_INDEXES: tuple[Index, ...] = tuple(FTS_TABLES)
+SEARCH_INDEXES: tuple[Index, ...] = INDEXES
 # A fact whose subject the query names as a word ("What did Melanie paint?" and a fact
 # of subject "melanie") has its score multiplied by 1 + SUBJECT_BOOST, in search and
 # recall: a name appears in the facts of everyone who talks about that person, the
@@ -46,9 +54,6 @@ SUBJECT_BOOST: float = 0.5
 # Each index contributes at most this many rows before fusion, so a query's cost does
 # not grow with the number of facts that match it.
 CANDIDATES: Final = 200
-# Column weights of the word and trigram indexes (content, key, value): a slot's key and
-# value are repeated in its content, so they count half to avoid scoring them twice.
-_WEIGHTS: Final = ", 1.0, 0.5, 0.5"
 # A term found in more than COMMON_SHARE of the live facts (and in more than
 # COMMON_MIN_DF of them) tells facts apart no better than a stopword, so a fact matched
 # only by such terms is not recalled. Below COMMON_MIN_DF every term counts: in a young
@@ -57,7 +62,7 @@ COMMON_SHARE: Final = 0.5
 COMMON_MIN_DF: Final = 3
 # A user message can be long (pasted code, logs); recall reads its start only. Each
 # term costs one indexed lookup per index that sees it.
-MAX_RECALL_TERMS: Final = 48
+MAX_RECALL_TERMS: Final = 256
 MAX_RECALL_QUERY_CHARS: Final = 1000
 # A fact is recalled only when it holds at least this share of the message's significant
 # terms (terms too common to gate count neither way; a CJK bigram counts only when some
@@ -67,10 +72,6 @@ MAX_RECALL_QUERY_CHARS: Final = 1000
 # IDF-weighted: in a young store of a few facts every held term has a tiny IDF next to
 # the ones it lacks. Measured in benchmarks/results/facts_recall.md.
 RECALL_MIN_COVERAGE: float = 0.34
-# The coverage decides whether the message is answered at all; once one fact reaches it,
-# every admitted fact competes on rarity. True applies it to each fact instead (fewer
-# weak companions, and R@5 2.5 points lower on the benchmark).
-RECALL_GATE_PER_FACT: bool = False
 # Words that carry no topic in a chat message, on top of query.STOPWORDS. "user" is
 # here because mirrored profile entries read "User prefers ...": it matches them all.
 _CHATTER = """
@@ -110,223 +111,223 @@ def significant(term: str) -> bool:
     return not any(word.endswith(end) and word[: -len(end)] in RECALL_STOPWORDS for end in _ENDINGS)
 
 
-def filters(
-    *,
-    category: str | None = None,
-    subject: str | None = None,
-    status: str | None = None,
-    source: str | None = None,
-) -> tuple[str, list[Any]]:
-    """A ``WHERE`` clause over ``facts f`` and its parameters ("" when unfiltered)."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    pairs = (("category", category), ("subject", subject), ("status", status), ("source", source))
-    for column, value in pairs:
-        if value is not None:
-            clauses.append(f"f.{column} = ?")
-            params.append(value)
-    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
 def compile_search(query: str) -> CompiledQuery:
     """``query`` compiled for an explicit search (the session search's stopwords)."""
     return compile_query(query, stopwords=SEARCH_STOPWORDS)
 
 
 def search_scores(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     compiled: CompiledQuery,
     *,
     category: str | None = None,
     subject: str | None = None,
-) -> tuple[dict[int, float], dict[int, sqlite3.Row]]:
+) -> tuple[dict[int, float], dict[int, FactRow]]:
     """Every live candidate of ``compiled`` (at most CANDIDATES per index) with its fused
     score, and its row."""
-    where, params = filters(category=category, subject=subject, status="live")
-    scores: dict[int, float] = {}
-    rows: dict[int, sqlite3.Row] = {}
-    for index, table in FTS_TABLES.items():
-        expression = compiled.match.get(index)
-        if expression is None or index not in SEARCH_INDEXES:
-            continue
-        weights = "" if index == "cjk" else _WEIGHTS
-        found = conn.execute(
-            f"SELECT f.*, bm25({table}{weights}) AS score_ FROM {table} "
-            f"CROSS JOIN facts f ON f.id = {table}.rowid {where} AND {table} MATCH ? "
-            "ORDER BY score_ LIMIT ?",
-            [*params, expression, CANDIDATES],
-        ).fetchall()
-        # FTS5's BM25 is negative, best lowest; summed over the indexes (each holds its
-        # own terms: a term counts by its rarity, whichever index found it).
-        for r in found:
-            scores[r["id"]] = scores.get(r["id"], 0.0) - min(float(r["score_"]), 0.0)
-            rows[r["id"]] = r
-    # One scale for the query (best fact 1.0); a fact whose terms are in most rows (an
-    # IDF clamped to ~0) still counts as found.
-    top = max(scores.values(), default=0.0)
-    for fact_id, score in scores.items():
-        scores[fact_id] = max(score / top, 1e-6) if top > 0 else 1.0
-    boost_subjects(conn, scores, compiled.text)
+    indexes = [i for i in SEARCH_INDEXES if compiled.match.get(i) is not None]
+    scores, rows = tx.keyword_scores(
+        compiled, indexes=indexes, category=category, subject=subject, limit=CANDIDATES
+    )
+    # The session search's fusion (one rule, memstrata.store.rank.fuse_evidence: the
+    # backend sums each fact's BM25 over the indexes, the query is scaled once, best
+    # fact 1.0); a fact whose terms are in most rows (an IDF clamped to ~0) still counts.
+    fused = fuse_evidence((fact_id, -score) for fact_id, score in scores.items())
+    scores = {fact_id: max(score, 1e-6) for fact_id, score in fused.items()}
+    boost_subjects(tx, scores, compiled.text, rows)
     return scores, rows
 
 
-def boost_subjects(conn: sqlite3.Connection, scores: dict[int, float], text: str) -> int:
+def boost_subjects(
+    tx: FactTransaction,
+    scores: dict[int, float],
+    text: str,
+    rows: Mapping[int, FactRow] | None = None,
+) -> int:
     """Multiply by ``1 + SUBJECT_BOOST`` the score of each fact whose subject ``text``
     names as a word; return how many were boosted."""
     if not scores or SUBJECT_BOOST == 0:
         return 0
     words = {w.lower() for w in re.findall(r"\w+", text[:MAX_RECALL_QUERY_CHARS])}
-    subjects = [
-        str(r[0])
-        for r in conn.execute("SELECT DISTINCT subject FROM facts WHERE status = 'live'")
-        if str(r[0]) in words
-    ]
+    subjects = {s for s in tx.live_subjects() if s in words}
     if not subjects:
         return 0
+    known = dict(rows) if rows is not None else {}
+    missing = [i for i in scores if i not in known]
+    if missing:
+        known.update(tx.live_rows(missing, category=None, subject=None))
     boosted = 0
-    ids = list(scores)
-    marks = ", ".join("?" for _ in subjects)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        for (fact_id,) in conn.execute(
-            f"SELECT id FROM facts WHERE subject IN ({marks}) "
-            f"AND id IN ({', '.join('?' for _ in chunk)})",
-            [*subjects, *chunk],
-        ):
-            scores[int(fact_id)] *= 1 + SUBJECT_BOOST
+    for fact_id in scores:
+        row = known.get(fact_id)
+        if row is not None and row["subject"] in subjects:
+            scores[fact_id] *= 1 + SUBJECT_BOOST
             boosted += 1
     return boosted
 
 
-def rank(scores: dict[int, float], rows: dict[int, sqlite3.Row], limit: int) -> list[int]:
+def rank(scores: dict[int, float], rows: Mapping[int, FactRow], limit: int) -> list[int]:
     """Ids best first; ties go to the most recently updated fact, then the newest id."""
     ranked = sorted(scores, key=lambda i: (-scores[i], -rows[i]["updated_at"], -i))
     return ranked[: max(0, limit)]
 
 
 def live_rows(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     ids: Iterable[int],
     *,
     category: str | None = None,
     subject: str | None = None,
     categories: Sequence[str] | None = None,
-) -> dict[int, sqlite3.Row]:
+) -> dict[int, FactRow]:
     """The live rows among ``ids`` that pass the filters."""
     wanted = list(dict.fromkeys(int(i) for i in ids))
-    where, params = filters(category=category, subject=subject, status="live")
-    out: dict[int, sqlite3.Row] = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        marks = ", ".join("?" for _ in chunk)
-        for r in conn.execute(
-            f"SELECT * FROM facts f {where} AND f.id IN ({marks})", [*params, *chunk]
-        ):
-            if categories is None or r["category"] in categories:
-                out[int(r["id"])] = r
-    return out
+    found = tx.live_rows(wanted, category=category, subject=subject)
+    if categories is None:
+        return found
+    return {i: r for i, r in found.items() if r["category"] in categories}
 
 
 def search_rows(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     compiled: CompiledQuery,
     *,
     category: str | None = None,
     subject: str | None = None,
     limit: int = 10,
-) -> list[tuple[sqlite3.Row, float]]:
+) -> list[tuple[FactRow, float]]:
     """Live fact rows matching ``compiled``, best first, each with its fused score."""
-    scores, rows = search_scores(conn, compiled, category=category, subject=subject)
+    scores, rows = search_scores(tx, compiled, category=category, subject=subject)
     return [(rows[i], scores[i]) for i in rank(scores, rows, limit)]
 
 
-def _recall_terms(compiled: CompiledQuery) -> dict[str, list[tuple[Index, str]]]:
+def _recall_terms(compiled: CompiledQuery) -> dict[str, list[tuple[Index, str, Term]]]:
     """Each query term (by text) with its MATCH expression in every index that sees it."""
-    terms: dict[str, list[tuple[Index, str]]] = {}
+    terms: dict[str, list[tuple[Index, str, Term]]] = {}
     for index, pairs in (compiled.leaves or {}).items():
         for expression, term in pairs:
             if term.text in terms or len(terms) < MAX_RECALL_TERMS:
-                terms.setdefault(term.text, []).append((index, expression))
+                terms.setdefault(term.text, []).append((index, expression, term))
     return terms
 
 
+# A message is gated clause by clause: a line or a sentence (ended by 。！？；!?; or a
+# full stop before a space) is what one significant-term share is taken of.
+_CLAUSE_END = re.compile(r"[\n。！？；!?;]+|\.(?:\s|$)")
+
+
+def clauses(message: str) -> list[str]:
+    """The lines and sentences of ``message`` (at most its first
+    MAX_RECALL_QUERY_CHARS characters), the empty ones left out."""
+    return [c.strip() for c in _CLAUSE_END.split(message[:MAX_RECALL_QUERY_CHARS]) if c.strip()]
+
+
+def admitted(tx: FactTransaction, message: str, *, skip: Iterable[int] = ()) -> set[int]:
+    """The gate of recall: the live facts (``skip`` left out) that may answer ``message``,
+    or an empty set when it is not answered.
+
+    A term of the message counts when it is significant (:func:`significant`), found in
+    at most ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and (a CJK bigram)
+    found at all. The message is answered when some fact holds at least
+    RECALL_MIN_COVERAGE of the counted terms of one of its clauses (:func:`clauses`);
+    then every fact holding a counted term is admitted. The share is taken per clause,
+    not over the whole message: a message of many sentences (a pasted dialogue, a long
+    request) is about what each of them is about, and over its whole length no fact
+    could hold a third of its terms. At most MAX_RECALL_TERMS distinct terms are looked
+    up, in one round trip.
+    """
+    per_clause: list[list[str]] = []
+    probes: dict[str, list[tuple[Index, str, Term]]] = {}
+    for clause in clauses(natural_text(message)):
+        texts = []
+        for text, found in _recall_terms(compile_query(clause, stopwords=RECALL_STOPWORDS)).items():
+            if not significant(text):
+                continue
+            if text not in probes:
+                if len(probes) >= MAX_RECALL_TERMS:
+                    break
+                probes[text] = found
+            texts.append(text)
+        per_clause.append(texts)
+    if not probes:
+        return set()
+    # Retired facts stay indexed (a status change never touches the indexes), so they
+    # are subtracted here: one indexed read, cheaper than joining every posting.
+    retired = tx.retired_ids()
+    skipped = retired | {int(i) for i in skip}
+    common = max(COMMON_MIN_DF, COMMON_SHARE * tx.live_count())
+    found_ids = iter(tx.terms_ids([probe for found in probes.values() for probe in found]))
+    holders: dict[str, set[int]] = {}  # the counted terms and the live facts holding them
+    for text, found in probes.items():
+        ids: set[int] = set()
+        for _ in found:
+            ids.update(next(found_ids))
+        ids -= retired
+        # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
+        # store lacks says nothing about the message's topic: only present ones count.
+        if len(ids) <= common and (ids or not has_cjk(text)):
+            holders[text] = ids
+    answered = False
+    for texts in per_clause:
+        counted = [t for t in texts if t in holders]
+        shared: dict[int, int] = {}
+        for text in counted:
+            for fact_id in holders[text] - skipped:
+                shared[fact_id] = shared.get(fact_id, 0) + 1
+        if counted and max(shared.values(), default=0) >= RECALL_MIN_COVERAGE * len(counted):
+            answered = True
+            break
+    if not answered:
+        return set()
+    return set().union(*holders.values()) - skipped
+
+
 def recall_scores(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     message: str,
     *,
     exclude: Iterable[int] = (),
 ) -> dict[int, float]:
-    """The facts the keyword gate admits for ``message``, each with its score (see
-    :func:`recall_rows`); ``{}`` when none passes."""
+    """The facts recall returns for ``message``, each with its score; ``{}`` when the gate
+    (:func:`admitted`) refuses the message.
+
+    The admitted facts are ranked exactly as :func:`search_scores` ranks a search for the
+    same words (one compile, one fusion): the gate decides who may speak, never the order.
+    """
     compiled = compile_query(natural_text(message), stopwords=RECALL_STOPWORDS)
-    terms = _recall_terms(compiled)
-    if not terms:
+    if compiled.is_empty:
         return {}
-    # Retired facts stay indexed (a status change never touches the indexes), so they
-    # are subtracted here: one indexed read, cheaper than joining every posting.
-    retired = {r[0] for r in conn.execute("SELECT id FROM facts WHERE status <> 'live'")}
-    skip = retired | {int(i) for i in exclude}
-    total = int(conn.execute("SELECT count(*) FROM facts WHERE status = 'live'").fetchone()[0])
-    common = max(COMMON_MIN_DF, COMMON_SHARE * total)
-    matched: dict[int, float] = {}
-    shared: dict[int, int] = {}
-    counted = 0
-    for text, expressions in terms.items():
-        if not significant(text):
-            continue
-        ids: set[int] = set()
-        for index, expression in expressions:
-            table = FTS_TABLES[index]
-            ids.update(
-                r[0]
-                for r in conn.execute(
-                    f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expression,)
-                )
-            )
-        ids -= retired
-        # Overlapping CJK bigrams straddle word boundaries ("天喝" in 今天喝), so one the
-        # store lacks says nothing about the message's topic: only present ones count.
-        if len(ids) > common or (not ids and has_cjk(text)):
-            continue
-        counted += 1
-        idf = math.log(1 + (total - len(ids) + 0.5) / (len(ids) + 0.5))
-        for fact_id in ids - skip:
-            matched[fact_id] = matched.get(fact_id, 0.0) + idf
-            shared[fact_id] = shared.get(fact_id, 0) + 1
-    floor = RECALL_MIN_COVERAGE * counted
-    if RECALL_GATE_PER_FACT:
-        matched = {i: score for i, score in matched.items() if shared[i] >= floor}
-    elif not any(n >= floor for n in shared.values()):
+    allowed = admitted(tx, message, skip=exclude)
+    if not allowed:
         return {}
-    boost_subjects(conn, matched, message)
-    return matched
+    scores, _ = search_scores(tx, compiled)
+    return {i: score for i, score in scores.items() if i in allowed}
 
 
 def recall_rows(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     message: str,
     *,
     limit: int = 5,
     exclude: Iterable[int] = (),
     categories: Sequence[str] | None = None,
-) -> list[tuple[sqlite3.Row, float]]:
+) -> list[tuple[FactRow, float]]:
     """Live fact rows relevant to a chat message, best first; ``[]`` when none is.
 
-    A fact must share significant terms with the message that are each found in at most
-    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts, and at least
-    ``RECALL_MIN_COVERAGE`` of the message's significant terms. Its score is the sum of
-    those terms' IDF in the ``log(1 + (N - df + 0.5) / (df + 0.5))`` form, which never
-    goes negative; ties go to the newest fact (highest id).
+    The message is answered only when some fact holds at least ``RECALL_MIN_COVERAGE``
+    of the significant terms of one of its clauses, each found in at most
+    ``max(COMMON_MIN_DF, COMMON_SHARE * live facts)`` facts (:func:`admitted`). Then its
+    facts are ranked as :func:`search_rows` ranks them (see :func:`recall_scores`); ties
+    go to the newest fact (highest id).
     """
-    return rows_by_score(conn, recall_scores(conn, message, exclude=exclude), limit, categories)
+    return rows_by_score(tx, recall_scores(tx, message, exclude=exclude), limit, categories)
 
 
 def rows_by_score(
-    conn: sqlite3.Connection,
+    tx: FactTransaction,
     matched: dict[int, float],
     limit: int,
     categories: Sequence[str] | None = None,
-) -> list[tuple[sqlite3.Row, float]]:
+) -> list[tuple[FactRow, float]]:
     """The best ``limit`` live rows of ``matched`` (id -> score) in ``categories``."""
     if not matched:
         return []
@@ -335,5 +336,5 @@ def rows_by_score(
     # thousands of facts in a large store.
     ranked = sorted(matched, key=lambda i: (-matched[i], -i))
     window = ranked[: max(limit * 20, 100)] if categories is not None else ranked[:limit]
-    rows = live_rows(conn, window, categories=categories)
+    rows = live_rows(tx, window, categories=categories)
     return [(rows[i], matched[i]) for i in window if i in rows][: max(0, limit)]

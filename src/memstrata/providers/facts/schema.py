@@ -1,4 +1,4 @@
-"""Schema of the facts database (``$MEMSTRATA_HOME/facts.db``): migrations and row types.
+"""Schema of the SQLite facts database (``$MEMSTRATA_HOME/facts.db``): its migrations.
 
 The facts store keeps its own file rather than tables in ``state.db``: it is an optional
 provider, it can be deleted or backed up on its own, and its schema evolves on its own
@@ -24,11 +24,14 @@ and keep live rows. Only a purge deletes the row, and its triggers take the text
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Final
 
+from memstrata.providers.facts.contract import Fact, FactChange
 from memstrata.query.compile import Index
 from memstrata.store.sqlite.migrations import CJK_FUNCTION, Migration, run_migrations
+
+# The row types live in the contract; imported here too, where they were first defined.
+__all__ = ["CATEGORIES", "FTS_TABLES", "INDEXED", "STATUSES", "Fact", "FactChange", "migrate"]
 
 FACTS_MIGRATIONS: list[tuple[str, Migration]] = []
 
@@ -41,77 +44,6 @@ FTS_TABLES: Final[dict[Index, str]] = {
     "trigram": "facts_fts_trigram",
     "cjk": "facts_fts_cjk",
 }
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One row of the facts table; ``score`` is set by searches (higher is better)."""
-
-    id: int
-    content: str
-    category: str
-    subject: str
-    key: str | None
-    value: str | None
-    source: str
-    target: str | None
-    session_id: str | None
-    confidence: float
-    status: str
-    superseded_by: int | None
-    created_at: float
-    updated_at: float
-    last_recalled_at: float | None
-    recall_count: int
-    score: float | None = None
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row, score: float | None = None) -> Fact:
-        """Build a fact from a ``SELECT * FROM facts`` row."""
-        return cls(**{k: row[k] for k in row.keys()}, score=score)  # noqa: SIM118
-
-    @property
-    def is_slot(self) -> bool:
-        """True when the fact fills a key/value slot."""
-        return self.key is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as a plain dict (JSON-able)."""
-        return asdict(self)
-
-    def _state(self) -> dict[str, Any]:
-        # What history records of a fact: the fields a change can differ in.
-        return {
-            "content": self.content,
-            "category": self.category,
-            "subject": self.subject,
-            "key": self.key,
-            "value": self.value,
-            "status": self.status,
-            "superseded_by": self.superseded_by,
-        }
-
-
-@dataclass(frozen=True)
-class FactChange:
-    """One history row: ``action`` is add, supersede, delete or purge.
-
-    ``before`` and ``after`` hold the fact's content, category, subject, slot and status
-    around the change (None where the fact did not exist or no longer does).
-    """
-
-    id: int
-    fact_id: int
-    action: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
-    origin: str
-    session_id: str | None
-    at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as a plain dict (JSON-able)."""
-        return asdict(self)
 
 
 def _migration(fn: Migration) -> Migration:

@@ -1,24 +1,11 @@
-"""The local facts store: categorised facts in SQLite, key/value slots, full-text recall.
+"""The local facts store: facts in one SQLite file (``$MEMSTRATA_HOME/facts.db``).
 
-A fact is one short declarative sentence with a category:
-
-* ``identity`` - who the user is (name, job, where they live, timezone);
-* ``preference`` - how they like things done;
-* ``episodic`` - something that happened or was decided, recalled on demand;
-* ``note`` - the agent's own conventions and environment notes.
-
-A fact may fill a **slot**: a ``key`` and ``value`` under a ``subject`` (``"user"`` by
-default, ``"agent"`` for the agent's own notes), e.g. ``timezone = UTC+8``. A subject has
-one live value per key: writing a new value supersedes the old row, which stays in the
-table (``status='superseded'``, ``superseded_by`` pointing at its successor) and in the
-history. Nothing is ever updated in place: every change is a new row or a status change,
-and ``fact_history`` records each one with its before and after values, the time, who
-made it and in which session.
-
-Writes are cheap (SPEC decision 3): no LLM, no embedding; the text is scanned for prompt
-injection (``strict`` scope, facts are injected into context) and indexed by triggers.
+The rules (slots, supersession, history, the scanner, search and the recall gate) are
+:class:`~memstrata.providers.facts.base.BaseFactStore`'s; this module holds the SQLite
+primitives (:class:`SQLiteFactTransaction`) and the file's connection discipline.
 Several processes may share the file: WAL, every write in ``BEGIN IMMEDIATE`` with a
-bounded busy retry, and the unique partial indexes settle racing slot writers.
+bounded busy retry, and the unique partial indexes settle racing slot writers. The three
+FTS5 indexes are kept by triggers (:mod:`memstrata.providers.facts.schema`).
 
 Example::
 
@@ -26,71 +13,362 @@ Example::
     store.upsert_slot("timezone", "UTC+8")
     store.add("User prefers dark roast coffee", category="preference")
     [fact.content for fact in store.search("coffee")]
+
+With ``store.dsn`` set, :func:`memstrata.providers.facts.open_facts` opens the facts of
+the PostgreSQL tenant instead (:class:`~memstrata.providers.facts.postgres.PostgresFactStore`).
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-import json
-import logging
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from memstrata.config import ensure_home, memstrata_home
-from memstrata.errors import (
-    AmbiguousMatchError,
-    ConfigError,
-    DatabaseBusyError,
-    InvalidMemoryArgument,
-    MemstrataError,
-    NoMatchError,
-    StorageError,
-)
+from memstrata.errors import DatabaseBusyError, StorageError
 from memstrata.fileio import create_private_file, private_dir
-from memstrata.providers.facts import vectors as facts_vectors
-from memstrata.providers.facts.args import (
-    check_category,
-    check_source,
-    check_subject,
-    clean_fact_text,
-    clean_key,
-    clean_value,
-    scan_fact,
-)
-from memstrata.providers.facts.recall import (
-    compile_search,
-    filters,
-    live_rows,
-    rank,
-    recall_scores,
-    rows_by_score,
-    search_scores,
-)
-from memstrata.providers.facts.schema import CATEGORIES, Fact, FactChange, migrate
+from memstrata.providers.facts.backend import FactTransaction
+from memstrata.providers.facts.base import BaseFactStore
+from memstrata.providers.facts.contract import FACT_COLUMNS, FactChangeRow, FactRow, VectorRow
+from memstrata.providers.facts.schema import FTS_TABLES, migrate
 from memstrata.search.embedders import Embedder
 from memstrata.store.sqlite.database import DURABILITY_PRAGMA, Durability, is_busy
 from memstrata.store.sqlite.migrations import register_functions
-from memstrata.store.vectors import calibrated
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from memstrata.query.compile import CompiledQuery, Index, Term
+
+__all__ = ["FACTS_FILENAME", "FactStore", "SQLiteFactTransaction"]
 
 FACTS_FILENAME: Final = "facts.db"
+# Column weights of the word and trigram indexes (content, key, value): a slot's key and
+# value are repeated in its content, so they count half to avoid scoring them twice.
+_WEIGHTS: Final = ", 1.0, 0.5, 0.5"
+# Ids per statement of an IN list (SQLite's default limit of host parameters is 999+).
+_CHUNK: Final = 500
 
 
-def _now() -> float:
-    return time.time()
+def _fact(row: sqlite3.Row) -> FactRow:
+    return cast(FactRow, {c: row[c] for c in FACT_COLUMNS})
+
+
+def _filters(
+    *,
+    category: str | None = None,
+    subject: str | None = None,
+    status: str | None = None,
+    source: str | None = None,
+) -> tuple[str, list[Any]]:
+    """A ``WHERE`` clause over ``facts f`` and its parameters ("" when unfiltered)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    pairs = (("category", category), ("subject", subject), ("status", status), ("source", source))
+    for column, value in pairs:
+        if value is not None:
+            clauses.append(f"f.{column} = ?")
+            params.append(value)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+class SQLiteFactTransaction(FactTransaction):
+    """The primitives on the facts file's connection (inside the caller's transaction)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def _one(self, sql: str, params: Sequence[Any]) -> FactRow | None:
+        row = self.conn.execute(sql, params).fetchone()
+        return _fact(row) if row is not None else None
+
+    def _all(self, sql: str, params: Sequence[Any]) -> list[FactRow]:
+        return [_fact(r) for r in self.conn.execute(sql, params)]
+
+    def get(self, fact_id: int) -> FactRow | None:
+        return self._one("SELECT * FROM facts WHERE id = ?", (fact_id,))
+
+    def live_slot(self, subject: str, key: str) -> FactRow | None:
+        return self._one(
+            "SELECT * FROM facts WHERE subject = ? AND key = ? AND status = 'live'",
+            (subject, key),
+        )
+
+    def live_content(self, subject: str, content: str) -> FactRow | None:
+        return self._one(
+            "SELECT * FROM facts WHERE subject = ? AND content = ? AND key IS NULL "
+            "AND status = 'live'",
+            (subject, content),
+        )
+
+    def insert(self, values: Mapping[str, Any]) -> int:
+        columns = [c for c in FACT_COLUMNS if c != "id"]
+        cursor = self.conn.execute(
+            f"INSERT INTO facts({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+            [values[c] for c in columns],
+        )
+        return int(cursor.lastrowid or 0)
+
+    def set_status(self, fact_id: int, status: str, successor: int | None, at: float) -> None:
+        # The fact_vectors_retired trigger drops the vectors of a fact leaving 'live'.
+        self.conn.execute(
+            "UPDATE facts SET status = ?, superseded_by = ?, updated_at = ? WHERE id = ?",
+            (status, successor, at, fact_id),
+        )
+
+    def set_successor(self, fact_id: int, successor: int) -> None:
+        self.conn.execute("UPDATE facts SET superseded_by = ? WHERE id = ?", (successor, fact_id))
+
+    def purge(self, fact_id: int) -> None:
+        # The delete triggers take the text out of the indexes and drop the vectors.
+        self.conn.execute(
+            "UPDATE facts SET superseded_by = NULL WHERE superseded_by = ?", (fact_id,)
+        )
+        self.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+        self.conn.execute("DELETE FROM fact_history WHERE fact_id = ?", (fact_id,))
+
+    def add_history(
+        self,
+        fact_id: int,
+        action: str,
+        before: str | None,
+        after: str | None,
+        origin: str,
+        session_id: str | None,
+        at: float,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO fact_history(fact_id, action, before, after, origin, session_id, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (fact_id, action, before, after, origin, session_id, at),
+        )
+
+    def mark_recalled(self, ids: Sequence[int], at: float) -> None:
+        self.conn.executemany(
+            "UPDATE facts SET last_recalled_at = ?, recall_count = recall_count + 1 WHERE id = ?",
+            [(at, i) for i in ids],
+        )
+
+    def history(self, fact_id: int | None, limit: int) -> list[FactChangeRow]:
+        sql = "SELECT * FROM fact_history"
+        params: list[Any] = []
+        if fact_id is not None:
+            sql += " WHERE fact_id = ?"
+            params.append(fact_id)
+        rows = self.conn.execute(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])
+        return [cast(FactChangeRow, dict(r)) for r in rows]
+
+    def rows(
+        self,
+        *,
+        category: str | None,
+        subject: str | None,
+        status: str | None,
+        source: str | None,
+        limit: int,
+        offset: int,
+    ) -> list[FactRow]:
+        where, params = _filters(category=category, subject=subject, status=status, source=source)
+        return self._all(
+            f"SELECT * FROM facts f {where} ORDER BY f.updated_at DESC, f.id DESC LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+
+    def count(self, *, category: str | None, status: str | None) -> int:
+        where, params = _filters(category=category, status=status)
+        return int(self.conn.execute(f"SELECT count(*) FROM facts f {where}", params).fetchone()[0])
+
+    def slots(self, subject: str, categories: Sequence[str]) -> list[FactRow]:
+        marks = ", ".join("?" for _ in categories)
+        return self._all(
+            f"SELECT * FROM facts WHERE status = 'live' AND key IS NOT NULL AND subject = ? "
+            f"AND category IN ({marks}) ORDER BY key",
+            [subject, *categories],
+        )
+
+    def containing(
+        self,
+        text: str,
+        *,
+        source: str | None = None,
+        target: str | None = None,
+        fold_case: bool = False,
+        limit: int | None = None,
+    ) -> list[FactRow]:
+        column = "lower(content)" if fold_case else "content"
+        clauses = ["status = 'live'", f"instr({column}, ?) > 0"]
+        params: list[Any] = [text]
+        if source is not None:
+            clauses.append("source = ?")
+            params.append(source)
+        if target is not None:
+            clauses.append("target = ?")
+            params.append(target)
+        tail = ""
+        if limit is not None:
+            tail = " LIMIT ?"
+            params.append(limit)
+        return self._all(
+            f"SELECT * FROM facts WHERE {' AND '.join(clauses)} "
+            f"ORDER BY updated_at DESC, id DESC{tail}",
+            params,
+        )
+
+    def live_rows(
+        self, ids: Sequence[int], *, category: str | None, subject: str | None
+    ) -> dict[int, FactRow]:
+        where, params = _filters(category=category, subject=subject, status="live")
+        out: dict[int, FactRow] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = list(ids[start : start + _CHUNK])
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._all(
+                f"SELECT * FROM facts f {where} AND f.id IN ({marks})", [*params, *chunk]
+            ):
+                out[int(row["id"])] = row
+        return out
+
+    def live_subjects(self) -> set[str]:
+        return {
+            str(r[0])
+            for r in self.conn.execute("SELECT DISTINCT subject FROM facts WHERE status = 'live'")
+        }
+
+    def keyword_scores(
+        self,
+        compiled: CompiledQuery,
+        *,
+        indexes: Sequence[Index],
+        category: str | None,
+        subject: str | None,
+        limit: int,
+    ) -> tuple[dict[int, float], dict[int, FactRow]]:
+        where, params = _filters(category=category, subject=subject, status="live")
+        scores: dict[int, float] = {}
+        rows: dict[int, FactRow] = {}
+        for index in indexes:
+            expression = compiled.match.get(index)
+            if expression is None:
+                continue
+            table = FTS_TABLES[index]
+            weights = "" if index == "cjk" else _WEIGHTS
+            found = self.conn.execute(
+                f"SELECT f.*, bm25({table}{weights}) AS score_ FROM {table} "
+                f"CROSS JOIN facts f ON f.id = {table}.rowid {where} AND {table} MATCH ? "
+                "ORDER BY score_ LIMIT ?",
+                [*params, expression, limit],
+            ).fetchall()
+            # FTS5's BM25 is negative, best lowest; summed over the indexes (each holds
+            # its own terms: a term counts by its rarity, whichever index found it).
+            for r in found:
+                fact_id = int(r["id"])
+                scores[fact_id] = scores.get(fact_id, 0.0) - min(float(r["score_"]), 0.0)
+                rows[fact_id] = _fact(r)
+        return scores, rows
+
+    def term_ids(self, index: Index, expression: str, term: Term) -> set[int]:
+        table = FTS_TABLES[index]
+        return {
+            int(r[0])
+            for r in self.conn.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ?", (expression,)
+            )
+        }
+
+    def retired_ids(self) -> set[int]:
+        return {int(r[0]) for r in self.conn.execute("SELECT id FROM facts WHERE status <> 'live'")}
+
+    def live_count(self) -> int:
+        return int(
+            self.conn.execute("SELECT count(*) FROM facts WHERE status = 'live'").fetchone()[0]
+        )
+
+    def has_vectors(self, model: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM fact_vectors WHERE model = ? LIMIT 1", (model,)
+        ).fetchone()
+        return row is not None
+
+    def vectors(self, model: str, scan: int) -> list[tuple[int, bytes]]:
+        return [
+            (int(r[0]), bytes(r[1]))
+            for r in self.conn.execute(
+                "SELECT fact_id, vector FROM fact_vectors WHERE model = ? "
+                "ORDER BY fact_id DESC LIMIT ?",
+                (model, max(0, scan)),
+            )
+        ]
+
+    def pending_count(self, model: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM facts f WHERE f.status = 'live' AND NOT EXISTS "
+            "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id)",
+            (model,),
+        ).fetchone()
+        return int(row[0])
+
+    def pending_batch(self, model: str, after: int, size: int) -> list[tuple[int, str]]:
+        return [
+            (int(r[0]), str(r[1]))
+            for r in self.conn.execute(
+                "SELECT f.id, f.content FROM facts f WHERE f.status = 'live' AND f.id > ? "
+                "AND NOT EXISTS (SELECT 1 FROM fact_vectors v WHERE v.model = ? "
+                "AND v.fact_id = f.id) ORDER BY f.id LIMIT ?",
+                (after, model, size),
+            )
+        ]
+
+    def put_vectors(
+        self, model: str, dims: int, items: Sequence[tuple[int, bytes]], at: float
+    ) -> int:
+        if not items:
+            return 0
+        live = set(self.live_rows([fid for fid, _ in items], category=None, subject=None))
+        rows = [(model, fid, dims, blob, at) for fid, blob in items if fid in live]
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO fact_vectors(model, fact_id, dims, vector, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
+        return len(rows)
+
+    def dump_facts(self) -> list[FactRow]:
+        return self._all("SELECT * FROM facts ORDER BY id", ())
+
+    def dump_history(self) -> list[FactChangeRow]:
+        return [
+            cast(FactChangeRow, dict(r))
+            for r in self.conn.execute("SELECT * FROM fact_history ORDER BY id")
+        ]
+
+    def dump_vectors(self) -> list[VectorRow]:
+        return [
+            cast(VectorRow, {**dict(r), "vector": bytes(r["vector"])})
+            for r in self.conn.execute("SELECT * FROM fact_vectors ORDER BY model, fact_id")
+        ]
+
+    def load_history(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO fact_history(fact_id, action, before, after, origin, session_id, at) "
+            "VALUES (:fact_id, :action, :before, :after, :origin, :session_id, :at)",
+            [dict(r) for r in rows],
+        )
+
+    def load_vectors(self, rows: Iterable[VectorRow]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO fact_vectors(model, fact_id, dims, vector, created_at) "
+            "VALUES (:model, :fact_id, :dims, :vector, :created_at)",
+            [dict(r) for r in rows],
+        )
 
 
 # -- the store ------------------------------------------------------------------------------
 
 
-class FactStore:
+class FactStore(BaseFactStore):
     """Facts in one SQLite file, safe to share between threads and processes.
 
     ``durability`` is "normal" (WAL + ``synchronous=NORMAL``) or "full";
@@ -112,7 +390,7 @@ class FactStore:
             raise StorageError(f"Unknown durability {durability!r}: use 'normal' or 'full'.")
         self.path = Path(path)
         self.busy_timeout_ms = max(0, int(busy_timeout_ms))
-        self.embedder = facts_vectors.check_embedder(embedder) if embedder is not None else None
+        self._set_embedder(embedder)
         # One connection serves every thread of the process, one at a time: the
         # provider's hooks run on a prefetch thread, the manager's worker and the
         # caller's thread, and facts are small enough that a lock costs nothing.
@@ -170,8 +448,10 @@ class FactStore:
     def __enter__(self) -> FactStore:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    @property
+    def location(self) -> str:
+        """The facts file (absolute)."""
+        return str(self.path.absolute())
 
     # -- transactions -------------------------------------------------------------------
 
@@ -226,521 +506,14 @@ class FactStore:
                     "disk space and that the file is writable, then retry."
                 ) from exc
 
-    @staticmethod
-    def _history(
-        conn: sqlite3.Connection,
-        fact_id: int,
-        action: str,
-        before: Fact | None,
-        after: Fact | None,
-        origin: str,
-        session_id: str | None,
-    ) -> None:
-        conn.execute(
-            "INSERT INTO fact_history(fact_id, action, before, after, origin, session_id, at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                fact_id,
-                action,
-                json.dumps(before._state(), ensure_ascii=False) if before else None,
-                json.dumps(after._state(), ensure_ascii=False) if after else None,
-                origin,
-                session_id,
-                _now(),
-            ),
-        )
-
-    @staticmethod
-    def _get(conn: sqlite3.Connection, fact_id: int) -> Fact | None:
-        row = conn.execute("SELECT * FROM facts WHERE id = ?", (fact_id,)).fetchone()
-        return Fact.from_row(row) if row else None
-
-    # -- writes -------------------------------------------------------------------------
-
-    def add(
-        self,
-        content: str,
-        *,
-        category: str = "episodic",
-        subject: str = "user",
-        key: str | None = None,
-        value: str | None = None,
-        source: str = "api",
-        target: str | None = None,
-        session_id: str | None = None,
-        confidence: float = 1.0,
-        origin: str | None = None,
-        supersedes: Sequence[int] = (),
-    ) -> Fact:
-        """Store a fact and return it (the existing one if it is already stored).
-
-        With ``key`` and ``value`` it fills that slot of ``subject``, superseding the
-        slot's previous value. ``supersedes`` names other live facts this one replaces.
-        ``origin`` is what history records as the author (default: ``source``).
-        Raises InvalidMemoryArgument for bad arguments, ThreatDetectedError when the
-        scanner matches.
-        """
-        text = clean_fact_text(content)
-        category = check_category(category)
-        subject = check_subject(subject)
-        source = check_source(source)
-        if (key is None) != (value is None):
-            raise InvalidMemoryArgument(
-                "key and value go together: send both to fill a slot (e.g. key='timezone', "
-                "value='UTC+8'), or neither for a plain fact."
-            )
-        slot_key = clean_key(key) if key is not None else None
-        slot_value = clean_value(value) if value is not None else None
-        if not 0.0 <= float(confidence) <= 1.0:
-            raise InvalidMemoryArgument(f"confidence must be between 0 and 1, got {confidence}.")
-        scan_fact(text, slot_key, slot_value)
-        author = origin or source
-        with self._write() as conn:
-            if slot_key is not None:
-                row = conn.execute(
-                    "SELECT * FROM facts WHERE subject = ? AND key = ? AND status = 'live'",
-                    (subject, slot_key),
-                ).fetchone()
-            else:
-                row = conn.execute(
-                    "SELECT * FROM facts WHERE subject = ? AND content = ? AND key IS NULL "
-                    "AND status = 'live'",
-                    (subject, text),
-                ).fetchone()
-            replaced = [int(i) for i in supersedes]
-            if row is not None:
-                current = Fact.from_row(row)
-                if current.content == text and current.value == slot_value:
-                    # Already known: the write is idempotent, only the others it names go.
-                    self._retire(conn, replaced, current.id, author, session_id, "supersede")
-                    return self._get(conn, current.id) or current
-                replaced.append(current.id)
-            olds = self._retire(conn, replaced, None, author, session_id, "supersede")
-            now = _now()
-            cursor = conn.execute(
-                "INSERT INTO facts(content, category, subject, key, value, source, target, "
-                "session_id, confidence, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    text,
-                    category,
-                    subject,
-                    slot_key,
-                    slot_value,
-                    source,
-                    target,
-                    session_id,
-                    float(confidence),
-                    now,
-                    now,
-                ),
-            )
-            new_id = int(cursor.lastrowid or 0)
-            for old in olds:
-                conn.execute("UPDATE facts SET superseded_by = ? WHERE id = ?", (new_id, old.id))
-                after = self._get(conn, old.id)
-                self._history(conn, old.id, "supersede", old, after, author, session_id)
-            fact = self._get(conn, new_id)
-            assert fact is not None
-            self._history(conn, new_id, "add", None, fact, author, session_id)
-            return fact
-
-    def _retire(
-        self,
-        conn: sqlite3.Connection,
-        ids: Iterable[int],
-        successor: int | None,
-        origin: str,
-        session_id: str | None,
-        action: str,
-    ) -> list[Fact]:
-        """Take live facts out of service (status change first, so a slot frees up)."""
-        status = "deleted" if action == "delete" else "superseded"
-        retired: list[Fact] = []
-        for fact_id in dict.fromkeys(ids):
-            old = self._get(conn, fact_id)
-            if old is None or old.status != "live" or fact_id == successor:
-                continue
-            conn.execute(
-                "UPDATE facts SET status = ?, superseded_by = ?, updated_at = ? WHERE id = ?",
-                (status, successor, _now(), fact_id),
-            )
-            retired.append(old)
-            if successor is not None or action == "delete":
-                after = self._get(conn, fact_id)
-                self._history(conn, fact_id, action, old, after, origin, session_id)
-        return retired
-
-    def upsert_slot(
-        self,
-        key: str,
-        value: str,
-        *,
-        subject: str = "user",
-        category: str = "identity",
-        content: str | None = None,
-        source: str = "api",
-        session_id: str | None = None,
-        origin: str | None = None,
-    ) -> Fact:
-        """Set ``subject``'s slot ``key`` to ``value``; the previous value is superseded.
-
-        ``content`` defaults to ``"<key>: <value>"``. Setting the value a slot already
-        holds changes nothing and returns the live fact.
-        """
-        canonical = clean_key(key)
-        if content is None:
-            # Without new wording, the value alone decides: the same value keeps the fact
-            # (whatever sentence holds it) instead of superseding it with "key: value".
-            same = [
-                f for f in self.slots(subject=subject, categories=CATEGORIES) if f.key == canonical
-            ]
-            if same and same[0].value == " ".join(str(value).split()):
-                return same[0]
-        text = content if content is not None else f"{canonical.replace('_', ' ')}: {value}"
-        return self.add(
-            text,
-            category=category,
-            subject=subject,
-            key=canonical,
-            value=value,
-            source=source,
-            session_id=session_id,
-            origin=origin,
-        )
-
-    def replace(
-        self,
-        fact_id: int,
-        content: str,
-        *,
-        category: str | None = None,
-        key: str | None = None,
-        value: str | None = None,
-        source: str | None = None,
-        session_id: str | None = None,
-        origin: str = "api",
-    ) -> Fact:
-        """Supersede live fact ``fact_id`` with new text; return the new fact.
-
-        The new fact keeps the old one's subject, source, target and (unless given)
-        category. It fills a slot only if ``key``/``value`` are given.
-        """
-        old = self.get(fact_id)
-        if old.status != "live":
-            raise NoMatchError(
-                f"Fact #{fact_id} is {old.status}, not live; search for the current fact "
-                "and replace that one."
-            )
-        return self.add(
-            content,
-            category=category or old.category,
-            subject=old.subject,
-            key=key,
-            value=value,
-            source=source or old.source,
-            target=old.target,
-            session_id=session_id,
-            origin=origin,
-            supersedes=[fact_id],
-        )
-
-    def forget(
-        self,
-        fact_id: int,
-        *,
-        origin: str = "api",
-        session_id: str | None = None,
-        purge: bool = False,
-    ) -> Fact:
-        """Delete fact ``fact_id``; return it as it was.
-
-        A plain forget marks it deleted (it leaves recall, stays in history). ``purge``
-        removes the row, its index entries and the text in its history, leaving a
-        ``purge`` record without content: for things that must not be kept at all.
-        """
-        with self._write() as conn:
-            old = self._get(conn, fact_id)
-            if old is None:
-                raise NoMatchError(
-                    f"No fact #{fact_id}. Find the id with facts_search (or FactStore.search)."
-                )
-            if purge:
-                conn.execute(
-                    "UPDATE facts SET superseded_by = NULL WHERE superseded_by = ?", (fact_id,)
-                )
-                conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
-                conn.execute("DELETE FROM fact_history WHERE fact_id = ?", (fact_id,))
-                self._history(conn, fact_id, "purge", None, None, origin, session_id)
-                return old
-            if old.status != "live":
-                raise NoMatchError(
-                    f"Fact #{fact_id} is already {old.status}; nothing to forget "
-                    "(pass purge=True to erase its text as well)."
-                )
-            self._retire(conn, [fact_id], None, origin, session_id, "delete")
-            return old
-
-    def mark_recalled(self, ids: Iterable[int], at: float | None = None) -> None:
-        """Count a recall of each fact (usage statistics for a curator; no history row)."""
-        unique = list(dict.fromkeys(int(i) for i in ids))
-        if not unique:
-            return
-        with self._write() as conn:
-            conn.executemany(
-                "UPDATE facts SET last_recalled_at = ?, recall_count = recall_count + 1 "
-                "WHERE id = ?",
-                [(at or _now(), i) for i in unique],
-            )
-
-    # -- reads --------------------------------------------------------------------------
-
-    def get(self, fact_id: int) -> Fact:
-        """The fact with this id, whatever its status; NoMatchError if there is none."""
-        with self._read() as conn:
-            fact = self._get(conn, int(fact_id))
-        if fact is None:
-            raise NoMatchError(
-                f"No fact #{fact_id}. Find the id with facts_search (or FactStore.search)."
-            )
-        return fact
-
-    def list(
-        self,
-        *,
-        category: str | None = None,
-        subject: str | None = None,
-        status: str | None = "live",
-        source: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> builtins.list[Fact]:
-        """Facts newest first, filtered by category, subject, status and source (None: any)."""
-        where, params = filters(category=category, subject=subject, status=status, source=source)
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM facts f {where} ORDER BY f.updated_at DESC, f.id DESC "
-                "LIMIT ? OFFSET ?",
-                [*params, max(0, int(limit)), max(0, int(offset))],
-            ).fetchall()
-        return [Fact.from_row(r) for r in rows]
-
-    def count(self, *, category: str | None = None, status: str | None = "live") -> int:
-        """How many facts match the filters."""
-        where, params = filters(category=category, status=status)
-        with self._read() as conn:
-            return int(conn.execute(f"SELECT count(*) FROM facts f {where}", params).fetchone()[0])
-
-    def slots(
-        self, *, subject: str = "user", categories: Sequence[str] = ("identity", "preference")
-    ) -> builtins.list[Fact]:
-        """The live slot facts of ``subject`` in ``categories``, by key."""
-        marks = ", ".join("?" for _ in categories)
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM facts WHERE status = 'live' AND key IS NOT NULL AND subject = ? "
-                f"AND category IN ({marks}) ORDER BY key",
-                [subject, *categories],
-            ).fetchall()
-        return [Fact.from_row(r) for r in rows]
-
-    def find_text(
-        self, text: str, *, source: str | None = None, target: str | None = None
-    ) -> builtins.list[Fact]:
-        """Live facts whose content contains ``text`` (case-sensitive), newest first."""
-        clauses = ["status = 'live'", "instr(content, ?) > 0"]
-        params: list[Any] = [" ".join(text.split())]
-        if source is not None:
-            clauses.append("source = ?")
-            params.append(source)
-        if target is not None:
-            clauses.append("target = ?")
-            params.append(target)
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM facts WHERE {' AND '.join(clauses)} "
-                "ORDER BY updated_at DESC, id DESC",
-                params,
-            ).fetchall()
-        return [Fact.from_row(r) for r in rows]
-
-    def find_one(self, text: str) -> Fact:
-        """The one live fact whose content contains ``text`` (case-insensitive).
-
-        NoMatchError when none does, AmbiguousMatchError (listing them) when several do.
-        """
-        needle = " ".join(str(text).split()).lower()
-        if not needle:
-            raise InvalidMemoryArgument("The text to find is empty: send an id or some words.")
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM facts WHERE status = 'live' AND instr(lower(content), ?) > 0 "
-                "ORDER BY updated_at DESC, id DESC LIMIT 11",
-                (needle,),
-            ).fetchall()
-        found = [Fact.from_row(r) for r in rows]
-        if not found:
-            raise NoMatchError(f"No live fact contains {text!r}. Search with facts_search first.")
-        if len(found) > 1:
-            listing = "; ".join(f"#{f.id} {f.content[:60]}" for f in found[:10])
-            raise AmbiguousMatchError(
-                f"{len(found)}{'+' if len(found) > 10 else ''} facts contain {text!r}: "
-                f"{listing}. Send the id of the one you mean.",
-                matches=[{"id": f.id, "content": f.content} for f in found[:10]],
-            )
-        return found[0]
-
-    def history(self, fact_id: int | None = None, *, limit: int = 50) -> builtins.list[FactChange]:
-        """Changes newest first: of one fact, or of the whole store."""
-        sql = "SELECT * FROM fact_history"
-        params: list[Any] = []
-        if fact_id is not None:
-            sql += " WHERE fact_id = ?"
-            params.append(int(fact_id))
-        sql += " ORDER BY id DESC LIMIT ?"
-        params.append(max(0, int(limit)))
-        with self._read() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [
-            FactChange(
-                id=r["id"],
-                fact_id=r["fact_id"],
-                action=r["action"],
-                before=json.loads(r["before"]) if r["before"] else None,
-                after=json.loads(r["after"]) if r["after"] else None,
-                origin=r["origin"],
-                session_id=r["session_id"],
-                at=r["at"],
-            )
-            for r in rows
-        ]
-
-    # -- search -------------------------------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        *,
-        category: str | None = None,
-        subject: str | None = None,
-        limit: int = 10,
-    ) -> builtins.list[Fact]:
-        """Live facts matching ``query``, best first (``score`` set).
-
-        The query language is the session search's (:mod:`memstrata.query.compile`): natural
-        words are ORed, explicit ``AND``/``OR``/``NOT``, ``"phrases"`` and ``prefix*``
-        keep their meaning, and no string raises. An empty query lists the newest facts.
-        """
-        if category is not None:
-            check_category(category)
-        compiled = compile_search(query)
-        if compiled.is_empty:
-            return self.list(category=category, subject=subject, limit=limit)
-        sims = self._similarities(query)
-        with self._read() as conn:
-            scores, rows = search_scores(conn, compiled, category=category, subject=subject)
-            if sims:
-                scores = facts_vectors.fuse_search(scores, sims)
-                missing = [i for i in scores if i not in rows]
-                rows.update(live_rows(conn, missing, category=category, subject=subject))
-                scores = {i: v for i, v in scores.items() if i in rows}
-        return [_fact_of(rows[i], scores[i]) for i in rank(scores, rows, int(limit))]
-
-    def recall(
-        self,
-        message: str,
-        *,
-        limit: int = 5,
-        exclude: Iterable[int] = (),
-        categories: Sequence[str] | None = None,
-    ) -> builtins.list[Fact]:
-        """Facts relevant to a chat message, best first; ``[]`` when nothing is.
-
-        Gated (see :func:`memstrata.providers.facts.recall.recall_rows`): a fact must share
-        significant, not-too-common terms with the message, or (with an embedder) be
-        very close to it in meaning. ``exclude`` leaves out facts the caller already
-        shows (the slots in the system prompt).
-        """
-        skip = {int(i) for i in exclude}
-        sims = self._similarities(message)
-        with self._read() as conn:
-            matched = recall_scores(conn, message, exclude=skip)
-            if sims:
-                matched = facts_vectors.fuse_recall(matched, sims, skip)
-            found = rows_by_score(conn, matched, int(limit), categories)
-        return [_fact_of(row, score) for row, score in found]
-
-    # -- vectors (optional hybrid recall) -------------------------------------------------
-
-    def _similarities(self, text: str) -> dict[int, float]:
-        """Cosine of ``text`` with the stored vectors of ``self.embedder`` ({} without one).
-
-        An embedder that fails (endpoint down, bad answer) costs the vectors, not the
-        search: the keywords still answer, and the failure is logged.
-        """
-        embedder = self.embedder
-        if embedder is None or not text.strip():
-            return {}
-        with self._read() as conn:
-            stored = conn.execute(
-                "SELECT 1 FROM fact_vectors WHERE model = ? LIMIT 1", (embedder.name,)
-            ).fetchone()
-        if stored is None:
-            return {}
-        try:
-            vector = facts_vectors.embed_query(embedder, text)
-        except MemstrataError as exc:
-            logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
-            return {}
-        with self._read() as conn:
-            return calibrated(embedder, facts_vectors.vector_scores(conn, embedder.name, vector))
-
-    def pending_vectors(self, embedder: Embedder | None = None) -> int:
-        """Live facts not yet embedded by ``embedder`` (default: ``self.embedder``)."""
-        chosen = self._embedder(embedder)
-        with self._read() as conn:
-            return facts_vectors.pending_count(conn, chosen.name)
-
-    def index_vectors(
-        self,
-        embedder: Embedder | None = None,
-        *,
-        limit: int | None = None,
-        batch: int = facts_vectors.INDEX_BATCH,
-        progress: Callable[[int], None] | None = None,
-    ) -> int:
-        """Embed the live facts that have no vector of ``embedder`` (default:
-        ``self.embedder``) yet, oldest first, ``batch`` per embedder call; return how many.
-
-        Each batch is embedded outside any transaction (writers are never held up by a
-        model call) and written in its own; a fact retired meanwhile is skipped.
-        ``limit`` bounds the run; ``progress`` gets the running count after each batch.
-        """
-        chosen = self._embedder(embedder)
-
-        def read(after: int, size: int) -> builtins.list[tuple[int, str]]:
-            with self._read() as conn:
-                return facts_vectors.pending_batch(conn, chosen.name, after, size)
-
-        def write(items: builtins.list[tuple[int, bytes]]) -> int:
-            with self._write() as conn:
-                return facts_vectors.write_vectors(conn, chosen, items)
-
-        return facts_vectors.index_in_batches(
-            read, write, chosen, limit=limit, batch=batch, progress=progress
-        )
-
-    def _embedder(self, embedder: Embedder | None) -> Embedder:
-        if embedder is not None:
-            return facts_vectors.check_embedder(embedder)
-        if self.embedder is None:
-            raise ConfigError(
-                "This facts store has no embedder: pass one (MiniLMEmbedder(), "
-                "embedder_from_config()) or set search.embedder."
-            )
-        return self.embedder
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool = False) -> Iterator[FactTransaction]:
+        with self._write() if write else self._read() as conn:
+            yield SQLiteFactTransaction(conn)
 
 
-def _fact_of(row: sqlite3.Row, score: float) -> Fact:
-    fields = {k: row[k] for k in row.keys() if k != "score_"}  # noqa: SIM118
-    return Fact(**fields, score=score)
+if TYPE_CHECKING:
+    from memstrata.providers.facts.contract import FactStoreContract
+
+    # mypy proves here that the backend keeps the whole public contract.
+    _keeps_contract: type[FactStoreContract] = FactStore

@@ -12,14 +12,16 @@ Reading: a facts store is small (thousands of rows, not millions), so the query 
 is compared with the newest :data:`VECTOR_SCAN` live vectors by brute force; numpy does
 the dot products.
 
-Fusion keeps keywords in charge:
+Fusion is the session search's (:func:`memstrata.store.boosts.hybrid_scores`, one
+implementation): a keyword candidate gains ``VECTOR_WEIGHT`` x where its cosine stands
+among the facts compared (the least similar 0, the most similar 1), so the vector part
+means the same whatever the model's cosine range;
 
-* :func:`fuse_search` (explicit search): a keyword candidate gains
-  ``VECTOR_WEIGHT * max(0, (cos - VECTOR_FLOOR) / (1 - VECTOR_FLOOR))``; a fact the
-  keywords missed joins when ``cos >= SEARCH_VECTOR_MIN``, with that part alone;
+* :func:`fuse_search` (explicit search): a fact the keywords missed joins when its
+  calibrated cosine reaches ``SEARCH_VECTOR_MIN``, with the vector part alone;
 * :func:`fuse_recall` (gated prefetch): the same re-scoring of the facts the keyword gate
-  admitted, and a fact the gate refused joins only when ``cos >= RECALL_VECTOR_MIN``, a
-  bar set so unrelated chit-chat stays unanswered.
+  admitted, and a fact the gate refused joins only when its calibrated cosine reaches
+  ``RECALL_VECTOR_MIN``, a bar set so unrelated chit-chat stays unanswered.
 
 The thresholds were chosen on ``benchmarks/facts_recall.py`` with all-MiniLM-L6-v2; the
 figures are in ``benchmarks/results/facts_recall.md``.
@@ -27,28 +29,26 @@ figures are in ``benchmarks/results/facts_recall.md``.
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from memstrata.errors import ConfigError, StorageError
 from memstrata.search.embedders import Embedder, encode_vector
-from memstrata.store.vectors import embed_queries, numpy_or_none
+from memstrata.store import boosts
+from memstrata.store.boosts import hybrid_scores
+from memstrata.store.vectors import embed_queries, numpy_or_none, relative
 
 __all__ = [
     "INDEX_BATCH",
     "RECALL_VECTOR_MIN",
     "SEARCH_VECTOR_MIN",
-    "VECTOR_FLOOR",
     "VECTOR_SCAN",
     "VECTOR_WEIGHT",
     "check_embedder",
+    "cosines",
     "embed_query",
     "fuse_recall",
     "fuse_search",
-    "pending_count",
-    "vector_scores",
 ]
 
 # Facts embedded per call of the embedder, each batch written in its own transaction.
@@ -56,11 +56,9 @@ INDEX_BATCH: Final = 64
 # Live vectors compared per query, newest first: 20 000 x 384 float32 is 30 MB read,
 # the most a per-turn prefetch should pay; a larger store keeps keywords for the rest.
 VECTOR_SCAN: Final = 20_000
-# Weight of the vector part against a keyword score (each keyword index contributes at
-# most 1, the best hit of each index scaled to 1).
-VECTOR_WEIGHT: float = 1.0
-# Cosine below this adds nothing: unrelated sentences of a sentence model sit around 0-0.2.
-VECTOR_FLOOR: float = 0.2
+# Weight of the vector part against a keyword score (the best keyword hit scores 1.0):
+# the session search's.
+VECTOR_WEIGHT: float = boosts.VECTOR_WEIGHT
 # A fact no keyword matched joins an explicit search at this cosine...
 SEARCH_VECTOR_MIN: float = 0.5
 # ... and a prefetch recall at this one: recall answers a chat message nobody wrote as a
@@ -86,33 +84,6 @@ def check_embedder(embedder: object) -> Embedder:
     return embedder
 
 
-_PENDING_SQL = (
-    "SELECT f.id, f.content FROM facts f WHERE f.status = 'live' AND f.id > ? AND NOT EXISTS "
-    "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id) "
-    "ORDER BY f.id LIMIT ?"
-)
-
-
-def pending_count(conn: sqlite3.Connection, model: str) -> int:
-    """Live facts without a vector of the embedder named ``model``."""
-    row = conn.execute(
-        "SELECT count(*) FROM facts f WHERE f.status = 'live' AND NOT EXISTS "
-        "(SELECT 1 FROM fact_vectors v WHERE v.model = ? AND v.fact_id = f.id)",
-        (model,),
-    ).fetchone()
-    return int(row[0])
-
-
-def pending_batch(
-    conn: sqlite3.Connection, model: str, after: int, size: int
-) -> list[tuple[int, str]]:
-    """The next ``size`` live facts after id ``after`` with no vector of ``model``."""
-    return [
-        (int(r[0]), str(r[1])[:EMBED_CHARS])
-        for r in conn.execute(_PENDING_SQL, (after, model, size))
-    ]
-
-
 def embed_checked(embedder: Embedder, texts: list[str]) -> list[bytes]:
     """Unit float32 blobs of ``texts``; ConfigError when the embedder breaks its contract."""
     vectors = embedder.embed(texts) if texts else []
@@ -131,31 +102,6 @@ def embed_checked(embedder: Embedder, texts: list[str]) -> list[bytes]:
         norm = sum(float(x) * float(x) for x in vector) ** 0.5
         blobs.append(encode_vector([float(x) / norm if norm > 0 else 0.0 for x in vector]))
     return blobs
-
-
-def write_vectors(
-    conn: sqlite3.Connection, embedder: Embedder, items: Sequence[tuple[int, bytes]]
-) -> int:
-    """Store the vectors of facts still live (one retired meanwhile is skipped: its vector
-    would outlive the trigger that should have dropped it); return how many were written."""
-    if not items:
-        return 0
-    marks = ", ".join("?" for _ in items)
-    live = {
-        int(r[0])
-        for r in conn.execute(
-            f"SELECT id FROM facts WHERE status = 'live' AND id IN ({marks})",
-            [fid for fid, _ in items],
-        )
-    }
-    now = time.time()
-    rows = [(embedder.name, fid, embedder.dims, blob, now) for fid, blob in items if fid in live]
-    conn.executemany(
-        "INSERT OR REPLACE INTO fact_vectors(model, fact_id, dims, vector, created_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        rows,
-    )
-    return len(rows)
 
 
 def index_in_batches(
@@ -201,44 +147,25 @@ def embed_query(embedder: Embedder, text: str) -> list[float]:
     return [float(x) for x in vectors[0]]
 
 
-def vector_scores(
-    conn: sqlite3.Connection,
-    model: str,
-    query_vector: Sequence[float],
-    *,
-    scan: int = VECTOR_SCAN,
-) -> dict[int, float]:
-    """Cosine similarity of ``query_vector`` with the newest ``scan`` live fact vectors of
-    ``model``: ``{fact id: cosine}`` (``{}`` when none is stored)."""
+def cosines(rows: Sequence[tuple[int, bytes]], query_vector: Sequence[float]) -> dict[int, float]:
+    """Cosine similarity of ``query_vector`` with stored unit vectors ``(fact id, float32
+    bytes)``: ``{fact id: cosine}`` (``{}`` when none is stored or numpy is missing).
+
+    Vectors of another size (an embedder whose dims changed) are left out."""
     np = numpy_or_none()
     if np is None:
         return {}  # keyword recall alone; numpy_or_none said so once
     query = np.asarray(query_vector, dtype=np.float32)
     norm = float(np.linalg.norm(query))
-    if norm == 0.0 or scan <= 0:
+    if norm == 0.0:
         return {}
     size = 4 * query.shape[0]
-    rows = [
-        (int(r[0]), r[1])
-        for r in conn.execute(
-            "SELECT fact_id, vector FROM fact_vectors WHERE model = ? "
-            "ORDER BY fact_id DESC LIMIT ?",
-            (model, scan),
-        )
-        if len(r[1]) == size
-    ]
-    if not rows:
+    kept = [(int(fid), bytes(blob)) for fid, blob in rows if len(blob) == size]
+    if not kept:
         return {}
-    matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype="<f4").reshape(len(rows), -1)
+    matrix = np.frombuffer(b"".join(blob for _, blob in kept), dtype="<f4").reshape(len(kept), -1)
     sims = matrix @ (query / norm)
-    return {fid: float(x) for (fid, _), x in zip(rows, sims.tolist(), strict=True)}
-
-
-def vector_part(cos: float) -> float:
-    """What a cosine adds to a score: 0 up to VECTOR_FLOOR, then linear up to VECTOR_WEIGHT.
-
-    The constants are read at call time, so a benchmark can vary them."""
-    return VECTOR_WEIGHT * max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+    return {fid: float(x) for (fid, _), x in zip(kept, sims.tolist(), strict=True)}
 
 
 def fuse_search(
@@ -247,14 +174,13 @@ def fuse_search(
     *,
     only_min: float | None = None,
 ) -> dict[int, float]:
-    """Keyword scores plus the vector part, and the vector-only facts whose cosine reaches
-    ``only_min`` (default SEARCH_VECTOR_MIN)."""
+    """The session search's hybrid fusion (:func:`memstrata.store.boosts.hybrid_scores`):
+    keyword scores plus ``VECTOR_WEIGHT`` x each fact's cosine relative to the facts
+    compared, and the vector-only facts whose (calibrated) cosine reaches ``only_min``
+    (default SEARCH_VECTOR_MIN)."""
     only_min = SEARCH_VECTOR_MIN if only_min is None else only_min
-    fused = {fid: score + vector_part(sims.get(fid, 0.0)) for fid, score in keyword.items()}
-    for fid, cos in sims.items():
-        if fid not in fused and cos >= only_min:
-            fused[fid] = vector_part(cos)
-    return fused
+    joining = [fid for fid, cos in sims.items() if fid not in keyword and cos >= only_min]
+    return hybrid_scores(keyword, relative(sims), joining, weight=VECTOR_WEIGHT)
 
 
 def fuse_recall(
@@ -264,17 +190,16 @@ def fuse_recall(
     *,
     only_min: float | None = None,
 ) -> dict[int, float]:
-    """The facts the keyword gate admitted (scores normalised to the best one) plus the
-    vector part, and the facts the gate refused whose cosine reaches ``only_min``
-    (default RECALL_VECTOR_MIN)."""
+    """The facts the keyword gate admitted (scores normalised to the best one) fused as
+    :func:`fuse_search` fuses them, and the facts the gate refused whose cosine reaches
+    ``only_min`` (default RECALL_VECTOR_MIN)."""
     only_min = RECALL_VECTOR_MIN if only_min is None else only_min
     best = max(gated.values(), default=0.0)
-    fused = {
-        fid: (score / best if best > 0 else 0.0) + vector_part(sims.get(fid, 0.0))
-        for fid, score in gated.items()
-    }
+    keyword = {fid: score / best if best > 0 else 0.0 for fid, score in gated.items()}
     skip = set(exclude)
-    for fid, cos in sims.items():
-        if fid not in fused and fid not in skip and cos >= only_min:
-            fused[fid] = vector_part(cos)
-    return fused
+    joining = [
+        fid
+        for fid, cos in sims.items()
+        if fid not in keyword and fid not in skip and cos >= only_min
+    ]
+    return hybrid_scores(keyword, relative(sims), joining, weight=VECTOR_WEIGHT)

@@ -89,6 +89,9 @@ class Database:
         # stopped server fails at once with one line instead of a pool's retries.
         with connect(dsn, timeout=min(connect_timeout, FAIL_FAST_S), autocommit=True) as first:
             schema.migrate(first)
+        # A connection of its own for the statistics the store keeps when autovacuum is
+        # off (memstrata.store.postgres.maintenance.Keeper): never one of the pool's.
+        self._direct_args = (dsn, connect_timeout)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             dsn,
             min_size=1,
@@ -120,6 +123,12 @@ class Database:
             (SYNCHRONOUS_COMMIT[self.durability],),
         )
 
+    def direct(self) -> Conn:
+        """A new connection outside the pool, in autocommit mode (the caller closes it)."""
+        dsn, timeout = self._direct_args
+        conn: Conn = connect(dsn, timeout=timeout, autocommit=True, row_factory=dict_row)
+        return conn
+
     def close(self) -> None:
         """Close every pooled connection (idempotent)."""
         self._closed = True
@@ -132,6 +141,11 @@ class Database:
             raise StorageError("This store is closed; open a new one.")
         with self._pool.connection() as conn:
             yield conn
+
+    def held(self) -> Conn | None:
+        """The connection of the transaction this thread is inside, if any."""
+        held: Conn | None = getattr(self._local, "conn", None)
+        return held
 
     @contextmanager
     def connection(self, *, snapshot: bool = False) -> Iterator[Conn]:

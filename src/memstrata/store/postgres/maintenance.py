@@ -8,6 +8,7 @@ CJK bigrams written by an older or foreign writer. Those are what is checked and
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -216,3 +217,109 @@ def counts(conn: Conn, ns: str) -> dict[str, Any]:
         "sessions_by_source": {str(r["source"]): int(r["n"]) for r in by_source},
         "tenant_bytes": int(size["b"]) if size else 0,
     }
+
+
+# -- the store's own statistics -------------------------------------------------------
+
+# When the server's autovacuum is off for the store's tables (some managed and tuned
+# servers turn it off for bulk loads), nothing would refresh the planner's statistics,
+# mark the fresh rows all-visible or flush the GIN pending lists, and search plans and
+# times would drift as the tables grow. The store then does it itself, with the
+# thresholds autovacuum uses by default: ANALYZE after 50 + 10 % rows changed, VACUUM
+# after 1,000 + 20 % rows inserted (PostgreSQL 13+ counts inserts for that).
+ANALYZE_BASE, ANALYZE_SCALE = 50, 0.1
+VACUUM_BASE, VACUUM_SCALE = 1000, 0.2
+# The tables search plans depend on.
+KEPT_TABLES = ("messages", "sessions")
+# Key of the advisory lock that lets one process at a time do this work on a database
+# ("memstrat" + 1, as a signed 64-bit integer beside the migration lock's key).
+MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
+# A store looks at the counters after this many write transactions (and at its first).
+CHECK_EVERY = 200
+
+_UNAUTOVACUUMED = (
+    "SELECT c.relname AS name, s.n_mod_since_analyze AS changed, "
+    "s.n_ins_since_vacuum AS inserted, greatest(c.reltuples, 0) AS rows "
+    "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+    "WHERE s.relid = ANY(%s::regclass[]) AND NOT ("
+    "current_setting('autovacuum') = 'on' AND NOT EXISTS (SELECT 1 FROM "
+    "unnest(coalesce(c.reloptions, '{}')) o WHERE o ~* '^autovacuum_enabled=(f|of|n|0)'))"
+)
+
+
+def due(conn: Conn) -> list[str]:
+    """The VACUUM and ANALYZE statements the store's tables need now, when the server's
+    autovacuum does not look after them (empty when it does)."""
+    statements = []
+    for r in conn.execute(_UNAUTOVACUUMED, (list(KEPT_TABLES),)).fetchall():
+        rows = float(r["rows"])
+        if int(r["inserted"] or 0) > VACUUM_BASE + VACUUM_SCALE * rows:
+            statements.append(f"VACUUM (ANALYZE) {r['name']}")
+        elif int(r["changed"] or 0) > ANALYZE_BASE + ANALYZE_SCALE * rows:
+            statements.append(f"ANALYZE {r['name']}")
+    return statements
+
+
+def keep_statistics(connect: Callable[[], Conn]) -> list[str]:
+    """Run what :func:`due` finds, unless another process is at it; return what ran.
+
+    ``connect`` opens a connection of its own (autocommit: VACUUM refuses to run in a
+    transaction), closed afterwards.
+    """
+    with connect() as conn:
+        got = conn.execute(
+            "SELECT pg_try_advisory_lock(%s) AS got", (MAINTENANCE_LOCK_KEY,)
+        ).fetchone()
+        if not got or not got["got"]:
+            return []
+        try:
+            statements = due(conn)
+            for sql in statements:
+                conn.execute(sql)
+            return statements
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MAINTENANCE_LOCK_KEY,))
+
+
+class Keeper:
+    """Counts a store's write transactions and, every :data:`CHECK_EVERY`, runs
+    :func:`keep_statistics` on a thread of its own, so no write waits for it.
+
+    :meth:`close` waits for a running pass, so a bulk load that ends with ``close()``
+    leaves its statistics fresh.
+    """
+
+    def __init__(self, connect: Callable[[], Conn]) -> None:
+        self._connect = connect
+        self._lock = threading.Lock()
+        self._writes = 0
+        self._thread: threading.Thread | None = None
+        self.passes: list[list[str]] = []
+        self.error: BaseException | None = None
+
+    def wrote(self) -> None:
+        """One write transaction committed."""
+        with self._lock:
+            self._writes += 1
+            if (self._writes - 1) % CHECK_EVERY:
+                return
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(
+                target=self._run, name="memstrata-statistics", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            ran = keep_statistics(self._connect)
+            if ran:
+                self.passes.append(ran)
+        except Exception as exc:  # the next pass retries; a write never fails for this
+            self.error = exc
+
+    def close(self) -> None:
+        """Wait for a running pass to end."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()

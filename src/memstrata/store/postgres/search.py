@@ -18,13 +18,20 @@ with length normalisation), each term's rank scaled to its best candidate. As on
 candidates are bounded: an OR query scans every row of its rare terms and only the newest
 rows of terms too common to matter; a boolean query ranks its newest ``BOOLEAN_RANKED``
 matches.
+
+Work is bounded before ranking, whatever the statistics say: one statement probes every
+term's indexes for at most ``COMMON_DF`` ids each, which gives both the counts and, for
+rare terms, every candidate; common terms are walked newest first on the tenant's id index; only the
+chosen candidates are ranked. The plans are pinned with planner settings local to the
+search's transaction, so a table never analyzed is searched the same way.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +60,44 @@ WALK_WINDOW = 2000
 # walk (scattered heap pages against an id range read in order; measured on the
 # benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
 BITMAP_ROW_COST = 5
+# The plans search statements need, whatever the planner's statistics say (they may be
+# missing: a server with autovacuum off, a table just bulk-loaded). A sequential scan of
+# a table shared by every tenant is never the right way to search one; counts go through
+# the GIN bitmaps; the newest-first walk reads idx_messages_ns_id backwards.
+SEARCH_PLAN = {"enable_seqscan": "off"}
+# (gin_fuzzy_search_limit would bound a common term's bitmap, but on these two-column
+# indexes it samples the tenant's own entry as well, so a common term of a big tenant
+# came back with a few hundred rows and passed for rare: not used.)
+PROBE_PLAN = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
+WALK_PLAN = {"enable_bitmapscan": "off", "enable_sort": "off"}
+
+
+@contextmanager
+def planner(conn: Conn, **settings: str) -> Iterator[None]:
+    """Planner settings for the statements inside, restored afterwards (one round trip
+    each way; local to the transaction, so a failed statement cannot leak them)."""
+    names = list(settings)
+    row = conn.execute(
+        "SELECT "
+        + ", ".join(
+            f"current_setting(%s) AS o{i}, set_config(%s, %s, true) AS n{i}"
+            for i in range(len(names))
+        ),
+        [v for name in names for v in (name, name, settings[name])],
+    ).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    previous = [str(row[f"o{i}"]) for i in range(len(names))]
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status != _FAILED:
+            conn.execute(
+                "SELECT "
+                + ", ".join(f"set_config(%s, %s, true) AS r{i}" for i in range(len(names))),
+                [v for name, old in zip(names, previous, strict=True) for v in (name, old)],
+            )
+
+
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 _TEXT = f"({INDEXED_TEXT.replace('coalesce(', 'coalesce(m.')})"
 
@@ -66,20 +111,9 @@ class TermSql:
     params: list[Any] = field(default_factory=list)
     rank: str = "0"
     rank_params: list[Any] = field(default_factory=list)
-    # Each index's predicate on its own: probed one by one (see any_of), every arm uses
+    # Each index's predicate on its own: probed one by one (see _probe), every arm uses
     # its index, where the planner facing their OR often scans the whole tenant.
     arms: list[tuple[str, list[Any]]] = field(default_factory=list)
-
-
-def any_of(ns: str, terms: Sequence[TermSql], limit: int | None = None) -> tuple[str, list[Any]]:
-    """A subquery of the ids of ``ns``'s rows matching any of ``terms`` (at most
-    ``limit``), as a UNION of single-index probes."""
-    arms = [(sql, params) for t in terms for sql, params in t.arms] or [("FALSE", [])]
-    union = " UNION ".join(
-        f"SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql}" for sql, _ in arms
-    )
-    tail = f" LIMIT {int(limit)}" if limit is not None else ""
-    return f"{union}{tail}", [p for _, params in arms for p in [ns, *params]]
 
 
 def _unquote(rendered: str) -> tuple[str, bool] | None:
@@ -235,34 +269,71 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _word_found(conn: Conn, ns: str, terms: Sequence[Term]) -> set[Term]:
-    """The terms among ``terms`` that the tenant's word index holds at least once."""
-    if not terms:
-        return set()
-    checks = [any_of(ns, [term_sql(t, substrings=False)]) for t in terms]
-    row = conn.execute(
-        "SELECT " + ", ".join(f"EXISTS ({sql}) AS w{i}" for i, (sql, _) in enumerate(checks)),
-        [p for _, params in checks for p in params],
-    ).fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    return {t for i, t in enumerate(terms) if row[f"w{i}"]}
+def _probe(
+    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]
+) -> tuple[list[list[int]], int]:
+    """The ids of ``ns``'s rows each arm (one index's predicate) matches, at most
+    COMMON_DF of them, and the tenant's size (from the sessions' counters: far cheaper
+    than a count), in one statement.
 
-
-def _statistics(conn: Conn, ns: str, terms: Sequence[TermSql]) -> tuple[list[int], int]:
-    """Each term's rows (counted up to COMMON_DF) and the tenant's size, in one statement.
-
-    The size comes from the sessions' counters: reading them is far cheaper than
-    counting messages.
+    Each arm is one GIN probe read through a bitmap whose heap visits stop at COMMON_DF
+    rows. Fewer than COMMON_DF ids are all the arm's rows: a rare term's candidates,
+    found without a second probe.
     """
-    probes = [any_of(ns, [t], COMMON_DF) for t in terms]
-    counts = [f"(SELECT count(*) FROM ({sql}) x{i}) AS d{i}" for i, (sql, _) in enumerate(probes)]
-    row = conn.execute(
-        "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
-        f"AS total{''.join(', ' + c for c in counts)}",
-        [ns, *(p for _, params in probes for p in params)],
-    ).fetchone()
+    probes = [
+        f"ARRAY(SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql} "
+        f"LIMIT {COMMON_DF}) AS a{i}"
+        for i, (sql, _) in enumerate(arms)
+    ]
+    with planner(conn, **PROBE_PLAN):
+        row = conn.execute(
+            "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions "
+            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in probes)}",
+            [ns, *(p for _, params in arms for p in [ns, *params])],
+        ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
-    return [int(row[f"d{i}"]) for i in range(len(terms))], int(row["total"])
+    return [[int(i) for i in row[f"a{i}"]] for i in range(len(arms))], int(row["total"])
+
+
+class Probed:
+    """The ids each arm matched (see :func:`_probe`), keyed by the arm's SQL and values."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, list[int]] = {}
+        self.total = 0
+
+    def add(self, conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> None:
+        """Probe the arms not probed yet."""
+        todo = list({_key(a): a for a in arms if _key(a) not in self.ids}.values())
+        if not todo and self.ids:
+            return
+        found, self.total = _probe(conn, ns, todo)
+        self.ids.update({_key(a): ids for a, ids in zip(todo, found, strict=True)})
+
+    def rows(self, term: TermSql) -> set[int]:
+        """The term's rows seen by its arms' probes."""
+        return {i for arm in term.arms for i in self.ids[_key(arm)]}
+
+    def df(self, term: TermSql) -> int:
+        """The term's rows, counted up to COMMON_DF (exact below it)."""
+        return min(COMMON_DF, len(self.rows(term)))
+
+
+def _required(node: Node) -> set[Term]:
+    """The terms every row matching ``node`` holds."""
+    if node.op == "term":
+        assert node.term is not None
+        return {node.term}
+    if node.op == "and":
+        return set().union(*(_required(child) for child in node.children))
+    if node.op == "not":
+        return _required(node.children[0])
+    sets = [_required(child) for child in node.children]
+    return set.intersection(*sets) if sets else set()
+
+
+def _key(arm: tuple[str, list[Any]]) -> str:
+    return arm[0] + "\x00" + repr(arm[1])
 
 
 def _ranked_rows(
@@ -340,6 +411,13 @@ def _walk_newest(
     matches seen so far estimate how many rows the rest needs, which sizes the next
     window; None means fetching every match through the GIN indexes is cheaper.
     """
+    with planner(conn, **WALK_PLAN):
+        return _walk_windows(conn, ns, where, params, limit, total)
+
+
+def _walk_windows(
+    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+) -> list[int] | None:
     found: list[int] = []
     scanned = 0
     below: int | None = None
@@ -421,18 +499,14 @@ def collect_candidates(
     compiled = bound_query(compiled)
     if compiled.tree is None:
         return []
-    previous = conn.execute("SELECT current_setting('statement_timeout') AS t").fetchone()
-    conn.execute("SELECT set_config('statement_timeout', %s, true)", (f"{SEARCH_TIMEOUT_MS}ms",))
     try:
-        return _collect(conn, ns, compiled, filters, k=k, order=order)
+        with planner(conn, statement_timeout=f"{SEARCH_TIMEOUT_MS}ms", **SEARCH_PLAN):
+            return _collect(conn, ns, compiled, filters, k=k, order=order)
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
             f"The search ran past its {SEARCH_TIMEOUT_MS / 1000:g} s bound and was stopped. "
             "Search with fewer, more specific words."
         ) from exc
-    finally:
-        if previous is not None and conn.info.transaction_status != _FAILED:
-            conn.execute("SELECT set_config('statement_timeout', %s, true)", (previous["t"],))
 
 
 _FAILED = psycopg.pq.TransactionStatus.INERROR
@@ -456,30 +530,47 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
+    probed = Probed()
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
-        # term only when the word index does not know the term at all.
-        probed = [t for t in positives if t.trigram and t.word and t in allowed]
-        known = _word_found(conn, ns, probed)
-        renders = [term_sql(t, substrings=t in allowed and t not in known) for t in positives]
+        # term only when the word index does not know the term at all: the word and CJK
+        # arms are probed first, in the statement that also reads the tenant's size.
+        words = [term_sql(t, substrings=False) for t in positives]
+        probed.add(conn, ns, [a for w in words for a in w.arms])
+        known = {w.term for w in words if probed.rows(w)}
+        renders = [
+            term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
+            for t, w in zip(positives, words, strict=True)
+        ]
     else:
         renders = [term_sql(t, substrings=t in allowed) for t in positives]
     terms = [t for t in renders if t.pred != "FALSE"]
     if not terms:
         return []
-    dfs, total = _statistics(conn, ns, terms)
+    probed.add(conn, ns, [a for t in terms for a in t.arms])
+    dfs, total = [probed.df(t) for t in terms], probed.total
     if compiled.leaves is None:
-        # Boolean query: rank its newest BOOLEAN_RANKED matches. With only rare positive
-        # terms the matches are few and the indexes find them all.
+        # Boolean query: rank its newest BOOLEAN_RANKED matches. Every match holds each
+        # term the tree requires; when one of them is rare its probe returned all its
+        # rows, and the matches are among them. With only rare positive terms the
+        # matches are few and the indexes find them all.
+        by_term = {t.term: t for t in terms}
+        required = [by_term[t] for t in _required(compiled.tree) if t in by_term]
+        rare_required = [t for t in required if probed.df(t) < COMMON_DF]
+        where_all, where_params = f"{where} AND {pred}", [*params, *pred_params]
+        if rare_required:
+            rarest = min(rare_required, key=probed.df)
+            where_all += " AND m.id = ANY(%s)"
+            where_params.append(sorted(probed.rows(rarest)))
         ranked = _ranked_rows(
             conn,
             ns,
-            f"{where} AND {pred}",
-            [*params, *pred_params],
+            where_all,
+            where_params,
             BOOLEAN_RANKED,
             terms,
             total=total,
-            selective=max(dfs) < COMMON_DF,
+            selective=bool(rare_required) or max(dfs) < COMMON_DF,
         )
         return _score(ranked, dfs, total, len(terms))
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
@@ -487,18 +578,14 @@ def _collect(
     common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
     found: list[dict[str, Any]] = []
     if rare:
-        # The rare terms' rows through their indexes, one probe per index and term.
-        ids, id_params = any_of(ns, rare)
-        found = _ranked_rows(
-            conn,
-            ns,
-            f"{where} AND m.id = ANY(ARRAY({ids}))",
-            [*params, *id_params],
-            COMMON_DF * len(rare),
-            terms,
-            total=total,
-            selective=True,
-        )
+        # The probes returned every row of the rare terms: filtered and ranked by id.
+        ids = sorted({i for t in rare for i in probed.rows(t)})
+        ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
+        found = conn.execute(
+            f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m "
+            f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
+            [*(p for t in terms for p in t.rank_params), *params, ids, COMMON_DF * len(rare)],
+        ).fetchall()
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
             continue
@@ -553,7 +640,10 @@ class SearchRows(Transaction):
         rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
             "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
-            "JOIN sessions s ON s.namespace = m.namespace AND s.id = m.session_id "
+            # Each hit's session by its key: OFFSET 0 keeps the planner from turning this
+            # into a join that, without statistics, reads every session of the tenant.
+            "CROSS JOIN LATERAL (SELECT source, model, started_at FROM sessions s "
+            "WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s "
             "WHERE m.namespace = %s AND m.id = ANY(%s)",
             (self.ns, list(message_ids)),
         ).fetchall()

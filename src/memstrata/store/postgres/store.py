@@ -83,6 +83,9 @@ class PostgresSessionStore(BaseSessionStore):
             durability=cast(Durability, mode),
             connect_timeout=connect_timeout,
         )
+        # Planner statistics, the visibility map and GIN pending lists, kept by the store
+        # itself when the server's autovacuum is off for its tables.
+        self._keeper = maintenance.Keeper(self._db.direct)
 
     # -- lifecycle and connections ------------------------------------------------
 
@@ -102,7 +105,9 @@ class PostgresSessionStore(BaseSessionStore):
         return self._db.durability
 
     def close(self) -> None:
-        """Close every pooled connection (idempotent)."""
+        """Close every pooled connection (idempotent), after the statistics pass that
+        may be running (see :meth:`keep_statistics`)."""
+        self._keeper.close()
         self._db.close()
 
     def connection(self, *, snapshot: bool = False) -> AbstractContextManager[Conn]:
@@ -124,11 +129,15 @@ class PostgresSessionStore(BaseSessionStore):
         self, *, write: bool = False, snapshot: bool = False
     ) -> Iterator[PostgresTransaction]:
         # Reads and writes share the pool; a snapshot is a REPEATABLE READ transaction.
+        outermost = self._db.held() is None
         with self._db.connection(snapshot=snapshot and not write) as conn:
             yield PostgresTransaction(conn, self._namespace)
+        if write and outermost:
+            self._keeper.wrote()
 
     def delete_namespace(self) -> dict[str, int]:
-        """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history).
+        """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history,
+        facts).
 
         For removing a user's data for good; other tenants are untouched. Returns the
         rows deleted per table.
@@ -147,6 +156,23 @@ class PostgresSessionStore(BaseSessionStore):
             ):
                 cur = conn.execute(f"DELETE FROM {table} WHERE namespace = %s", (self._namespace,))
                 deleted[table] = int(cur.rowcount)
+            # The facts of the tenant (memstrata.providers.facts.postgres), when that
+            # store ever ran in this database: its tables are created on its first use.
+            deleted.update({"fact_vectors": 0, "fact_history": 0, "facts": 0})
+            facts = conn.execute("SELECT to_regclass('facts') IS NOT NULL AS here").fetchone()
+            if facts is not None and facts["here"]:
+                for table in ("fact_vectors", "fact_history"):
+                    cur = conn.execute(
+                        f"DELETE FROM {table} WHERE namespace = %s", (self._namespace,)
+                    )
+                    deleted[table] = int(cur.rowcount)
+                conn.execute(
+                    "UPDATE facts SET superseded_by = NULL WHERE namespace = %s "
+                    "AND superseded_by IS NOT NULL",
+                    (self._namespace,),
+                )
+                cur = conn.execute("DELETE FROM facts WHERE namespace = %s", (self._namespace,))
+                deleted["facts"] = int(cur.rowcount)
             # Children first would need ordering; clearing the parent links avoids it.
             conn.execute(
                 "UPDATE sessions SET parent_session_id = NULL WHERE namespace = %s "
@@ -188,6 +214,16 @@ class PostgresSessionStore(BaseSessionStore):
     def optimize(self) -> None:
         """Refresh planner statistics and flush the GIN indexes' pending lists."""
         maintenance.optimize(self._db)
+
+    def keep_statistics(self) -> list[str]:
+        """VACUUM and ANALYZE the tables search depends on if the server's autovacuum is
+        off for them and they changed enough (its own thresholds); return what ran.
+
+        The store does this by itself every few hundred writes, on a thread of its own;
+        call it after a bulk load done another way.
+        """
+        self._keeper.close()
+        return maintenance.keep_statistics(self._db.direct)
 
     def vacuum(self) -> None:
         """VACUUM the store's tables, giving dead rows' space back for reuse."""

@@ -29,7 +29,7 @@ from memstrata.query.compile import CompiledQuery, Index, Node, Term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
-from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF
+from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF, fuse_evidence
 from memstrata.store.sqlite import bm25, substring
 
 __all__ = [
@@ -580,15 +580,13 @@ def collect_candidates(
                 cand.score += 1.0 / (60 + rank + 1)
             elif fusion == "scaled":
                 cand.score += bm / best if best < 0 else 0.0
-            else:
-                cand.score -= bm
     cands = list(found.values())
     if order == "rank" and fusion == "evidence":
         # One scale for the whole query: the best message scores 1.0 (what dates,
         # vectors and sub-queries are weighed against), every other keeps its share.
-        top = max((c.score for c in cands), default=0.0)
+        fused = fuse_evidence([(c.id, bm) for c in cands for bm in c.bm25.values()])
         for cand in cands:
-            cand.score = cand.score / top if top > 0 else 0.0
+            cand.score = fused[cand.id]
     if order == "rank":
         cands.sort(key=lambda c: (-c.score, -c.id))
     else:

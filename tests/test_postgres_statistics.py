@@ -1,0 +1,157 @@
+"""The PostgreSQL store keeps its own planner statistics when autovacuum is off.
+
+A server with autovacuum off (some managed and tuned servers, for bulk loads) never
+refreshes the statistics of tables written through the public API; search plans chosen
+without them read a tenant's every row. The store ANALYZEs and VACUUMs its tables itself
+past autovacuum's thresholds, and its search statements keep their plans either way.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from helpers import PG_DSN as DSN  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore, maintenance  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+WORDS = [f"{a}{b}" for a in ("deploy", "cache", "token", "merge", "shard") for b in "abcdefgh"]
+CJK = ["数据库", "服务端", "客户端", "问题", "迁移"]
+ROWS = 6_000
+
+
+@pytest.fixture
+def dsn() -> Iterator[str]:
+    """A fresh schema whose tables have autovacuum off, dropped afterwards."""
+    name = f"mst_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    dsn = psycopg.conninfo.make_conninfo(DSN, options=f"-csearch_path={name},public")
+    try:
+        with PostgresSessionStore(dsn, namespace="setup") as store, store.connection() as conn:
+            for table in maintenance.KEPT_TABLES:
+                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        yield dsn
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+def write(dsn: str, namespace: str, rows: int) -> None:
+    """``rows`` messages through the public API, 50 per session, then close the store."""
+    rng = random.Random(7)
+    with PostgresSessionStore(dsn, namespace=namespace, durability="normal") as store:
+        for s in range(rows // 50):
+            store.create_session(f"s{s}")
+            store.append_messages(
+                f"s{s}",
+                [
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": " ".join(rng.choices(WORDS, k=12)) + " " + rng.choice(CJK),
+                    }
+                    for i in range(50)
+                ],
+            )
+
+
+def estimated_rows(dsn: str, namespace: str) -> tuple[float, dict[str, Any]]:
+    """The planner's estimate of the tenant's messages, and the table's counters."""
+    with psycopg.connect(dsn) as conn:
+        plan = conn.execute(
+            "EXPLAIN (FORMAT JSON) SELECT id FROM messages WHERE namespace = %s", (namespace,)
+        ).fetchone()
+        assert plan is not None
+        doc = plan[0] if not isinstance(plan[0], str) else json.loads(plan[0])
+        stats = conn.execute(
+            "SELECT s.last_analyze, s.last_vacuum, s.n_mod_since_analyze, c.relallvisible "
+            "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid "
+            "WHERE s.relid = 'messages'::regclass"
+        ).fetchone()
+    assert stats is not None
+    keys = ("last_analyze", "last_vacuum", "changed", "all_visible")
+    return float(doc[0]["Plan"]["Plan Rows"]), dict(zip(keys, stats, strict=True))
+
+
+def test_bulk_writes_leave_fresh_statistics_without_autovacuum(dsn: str) -> None:
+    write(dsn, "bulk", ROWS)
+    estimate, stats = estimated_rows(dsn, "bulk")
+    # Only an ANALYZE run by the store sets last_analyze on a table autovacuum skips.
+    assert stats["last_analyze"] is not None, stats
+    assert stats["last_vacuum"] is not None and stats["all_visible"] > 0, stats
+    assert estimate >= ROWS / 2, (estimate, stats)
+    # Search at its bound, generously: each class well under a second on this tenant.
+    with PostgresSessionStore(dsn, namespace="bulk") as store:
+        for query in (
+            "deploya",
+            "deploya cachec merge",
+            '"tokenb shardc"',
+            "shar*",
+            "数据库",
+            "问题",
+        ):
+            started = time.perf_counter()
+            hits = store.search_messages(query, limit=20)
+            elapsed = time.perf_counter() - started
+            assert hits, query
+            assert elapsed < 1.0, (query, elapsed)
+
+
+def test_without_the_store_the_planner_would_guess(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the same writes with the store's passes held back leave the planner
+    with no statistics, estimating a small fraction of the tenant."""
+    monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    write(dsn, "unkept", ROWS)
+    estimate, stats = estimated_rows(dsn, "unkept")
+    assert stats["last_analyze"] is None, stats
+    assert estimate < ROWS / 2, (estimate, stats)
+    # What the store would do now, and then did.
+    with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        assert "VACUUM (ANALYZE) messages" in maintenance.due(conn)
+    with PostgresSessionStore(dsn, namespace="unkept") as store:
+        assert "VACUUM (ANALYZE) messages" in store.keep_statistics()
+        assert store.keep_statistics() == []  # nothing left to do
+    assert estimated_rows(dsn, "unkept")[0] >= ROWS / 2
+
+
+def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: str) -> None:
+    """One probe per index arm: COMMON_DF ids for a term in more rows than that (never a
+    sample passing for all of its rows), every id of a rare term."""
+    from memstrata.query.compile import compile_query
+    from memstrata.store.postgres import search as pg_search
+    from memstrata.store.rank import COMMON_DF
+
+    with PostgresSessionStore(dsn, namespace="probe", durability="normal") as store:
+        for s in range(13):
+            store.create_session(f"p{s}")
+            store.append_messages(
+                f"p{s}",
+                [
+                    {"role": "user", "content": f"alpha step {i}" + (" omega" if i == 7 else "")}
+                    for i in range(50)
+                ],
+            )
+        tree = compile_query("alpha omega").tree
+        assert tree is not None
+        terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
+        with store.connection() as conn:
+            probed = pg_search.Probed()
+            probed.add(conn, "probe", [a for t in terms for a in t.arms])
+            assert [probed.df(t) for t in terms] == [COMMON_DF, 13]
+            assert probed.total == 13 * 50
+            rare = probed.rows(terms[1])
+            contents = conn.execute(
+                "SELECT content FROM messages WHERE id = ANY(%s)", (sorted(rare),)
+            ).fetchall()
+            assert len(contents) == 13 and all("omega" in r["content"] for r in contents)
