@@ -192,3 +192,106 @@ def test_a_dense_term_is_checked_as_a_word_start(
     assert hits[0]["id"] == 1
     truncates = [h for h in hits if "truncate" in str(h["snippet"])]
     assert truncates and all(h["score"] < hits[0]["score"] for h in truncates)
+
+
+def _phrase_store(path: Path, copies: int) -> SessionStore:
+    """Common words "auth" and "api"; the phrase "auth api" in ``copies`` rows (twice in
+    the first)."""
+    s = SessionStore(path)
+    s.create_session("a", started_at=1.0)
+    messages = [{"role": "user", "content": "auth api and again auth api here"}]
+    messages += [{"role": "user", "content": f"the auth api call {i}"} for i in range(copies - 1)]
+    messages += [{"role": "user", "content": f"auth only {i}"} for i in range(15)]
+    messages += [{"role": "assistant", "content": f"api only {i}"} for i in range(15)]
+    messages += [{"role": "user", "content": f"api before auth {i}"} for i in range(5)]
+    s.append_messages("a", messages)
+    return s
+
+
+def _page(store: SessionStore, query: str, **kw: object) -> list[tuple[object, object]]:
+    return [(h["id"], h["score"]) for h in search_messages(store, query, limit=10, **kw)]
+
+
+@pytest.mark.parametrize("copies", [3, 8])
+def test_a_phrase_in_few_rows_is_ranked_without_its_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copies: int
+) -> None:
+    """A phrase whose words are in few rows is ranked in one statement, as the probe and
+    then bm25() would rank it; one found in more than COMMON_DF rows takes the probe."""
+    monkeypatch.setattr(ft, "COMMON_DF", 5)
+    with _phrase_store(tmp_path / "s.db", copies) as s:
+        with traced_reads(s) as statements:
+            fast = _page(s, '"auth api"')
+            fast_user = _page(s, '"auth api"', role_filter="user")
+        probes = [x for x in statements if "ORDER BY rowid DESC" in x and "auth api" in x]
+        monkeypatch.setattr(ft, "_rare_phrase", lambda *a, **kw: None)
+        assert fast == _page(s, '"auth api"')
+        assert fast_user == _page(s, '"auth api"', role_filter="user")
+    # The phrase's rows first, then its words' rows; ranked by bm25() (the row holding
+    # the phrase twice on top) when it is rare, newest first when it is common.
+    assert fast[0][0] == (1 if copies <= 5 else copies)
+    assert {mid for mid, _ in fast[:copies]} == set(range(1, copies + 1))
+    assert bool(probes) == (copies > 5)
+
+
+def test_a_prefix_is_walked_once_per_search(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The density probe, the newest matches and each term's presence share one walk of a
+    prefix term (without a prefix index each walk merges every term it covers)."""
+    # Both prefixes are in 16 rows: common; the probe (13 rows) reaches past a page.
+    monkeypatch.setattr(ft, "COMMON_DF", 12)
+    monkeypatch.setattr(store_base, "MESSAGE_CANDIDATES", 5)
+    with traced_reads(store) as statements:
+        shared = _page(store, "kaf* OR redi*")
+    walks = [x for x in statements if "FROM messages_fts WHERE" in x and "rowid DESC" in x]
+    # One walk per prefix (as the OR of the words it covers), however many steps read it.
+    assert len([x for x in walks if "kafka" in x]) == 1
+    assert len([x for x in walks if '"redi"' in x]) == 1  # the stem of redis
+    monkeypatch.setattr(
+        ft.bm25.Walks,
+        "newest",
+        lambda self, table, match, limit: _plain_walk(self, table, match, limit),
+    )
+    assert shared == _page(store, "kaf* OR redi*")
+    assert shared[0][0] in (1, 2, 3, 4)  # holds both
+
+
+def _plain_walk(walks: ft.bm25.Walks, table: str, match: str, limit: int) -> list[int]:
+    rows = walks.conn.execute(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+        (match, limit),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def test_a_prefix_walks_as_the_or_of_the_words_it_covers(tmp_path: Path) -> None:
+    """The OR of the covered words matches the rows the prefix matches; the prefix is
+    stemmed first ("tracing"* covers the words of "trace"*), and a prefix of two tokens or
+    of too many words is left as written."""
+    from memstrata.store.sqlite import prefix
+
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        words = ["trace", "traces", "tracing", "traceback", "tracer", "track", "trade"]
+        s.append_messages(
+            "a", [{"role": "user", "content": f"{w} {i}"} for i, w in enumerate(words)]
+        )
+        s.append_messages("a", [{"role": "user", "content": f"zz{i:03d}"} for i in range(70)])
+        with s.read_conn() as conn:
+
+            def rows(match: str) -> set[int]:
+                found = conn.execute(
+                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,)
+                )
+                return {int(r[0]) for r in found}
+
+            for written in ('"trac"*', '"tracing"*', '"trace"*', '"tr"*'):
+                as_or = prefix.as_or(conn, "messages_fts", written)
+                assert as_or is not None and "*" not in as_or
+                assert rows(as_or) == rows(written) != set()
+            assert prefix.as_or(conn, "messages_fts", '"tracing"*').count(" OR ") == 2
+            assert prefix.as_or(conn, "messages_fts", '"auth-ap"*') is None
+            assert prefix.as_or(conn, "messages_fts", '"zz"*') is None  # 70 words
+            assert prefix.as_or(conn, "messages_fts_cjk", '"trac"*') is None
+            assert prefix.as_or(conn, "messages_fts", '"qqq"*') is None

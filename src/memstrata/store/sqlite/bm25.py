@@ -27,12 +27,14 @@ the other indexes' ``bm25()`` values unchanged.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Sequence
 
 from memstrata.query.compile import Index, Node, Term
+from memstrata.store.sqlite import prefix
 
-__all__ = ["B", "EXACT_ROWS", "K1", "density_count", "idf", "rank_newest", "varints"]
+__all__ = ["B", "EXACT_ROWS", "K1", "Walks", "density_count", "idf", "rank_newest", "varints"]
 
 # FTS5's bm25() defaults.
 K1 = 1.2
@@ -62,8 +64,52 @@ def varints(blob: bytes) -> list[int]:
     return out
 
 
+class Walks:
+    """Newest-first walks of row ids, kept for the rest of one search.
+
+    Several steps of a search ask an index for the newest rows of the same MATCH: the
+    density probe of a term, the newest matches of a common term, the newest rows of each
+    term. The first asks the index; the others reuse its list when it reaches far enough.
+    A walk is cheap for one word, but a phrase checks positions over the doclists of all
+    its words and a prefix (without a prefix index) merges the doclists of every term it
+    covers, on each walk. Use one instance per snapshot: the lists are not refreshed.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # (table, match) -> (row ids newest first, the limit they were asked with).
+        self._lists: dict[tuple[str, str], tuple[list[int], int]] = {}
+
+    def newest(self, table: str, match: str, limit: int) -> list[int]:
+        """The newest ``limit`` row ids of ``table`` matching ``match`` (fewer: all of
+        them), newest first."""
+        known = self._lists.get((table, match))
+        if known is not None:
+            ids, asked = known
+            if limit <= asked or len(ids) < asked:
+                return ids[:limit]
+        # A prefix walks as the OR of the words it covers (the same rows, see
+        # memstrata.store.sqlite.prefix); one text value instead of a row object per id.
+        walked = (prefix.as_or(self.conn, table, match) if "*" in match else None) or match
+        (joined,) = self.conn.execute(
+            f"SELECT group_concat(rid) FROM (SELECT rowid AS rid FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?)",
+            (walked, limit),
+        ).fetchone()
+        ids = [int(x) for x in joined.split(",")] if joined else []
+        self._lists[(table, match)] = (ids, limit)
+        return ids
+
+    @staticmethod
+    def costly(match: str) -> bool:
+        """True for a MATCH whose walk costs more than reading one doclist: a prefix (it
+        merges the doclists of every term it covers) or a phrase (positions checked over
+        the doclists of all its words). Only those are worth keeping from a probe."""
+        return "*" in match or len(re.findall(r"\w+", match)) > 1
+
+
 def density_count(
-    conn: sqlite3.Connection, table: str, match: str, newest_id: int, probe: int
+    conn: sqlite3.Connection | Walks, table: str, match: str, newest_id: int, probe: int
 ) -> tuple[float, bool]:
     """How many rows of ``table`` match ``match``: (count, exact).
 
@@ -71,15 +117,23 @@ def density_count(
     density of the matches over the newest ids, hence an estimate for all ``newest_id``
     ids. Walking a doclist costs tens of nanoseconds a row, so this is bounded by
     ``probe`` rows whatever the term's count; with fewer matches the count is exact.
+    Given :class:`Walks`, a costly walk (:meth:`Walks.costly`) is kept for the later steps
+    of the same search; a one-word walk is cheaper to repeat than to hand over.
     """
     # One walk of at most probe+1 rows, newest first: how many, and the oldest of them.
-    seen, oldest = conn.execute(
-        f"SELECT count(*), min(rid) FROM (SELECT rowid AS rid FROM {table} "
-        f"WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?)",
-        (match, probe + 1),
-    ).fetchone()
+    if isinstance(conn, Walks) and Walks.costly(match):
+        ids = conn.newest(table, match, probe + 1)
+        seen, oldest = len(ids), (ids[-1] if ids else None)
+    else:
+        sql_conn = conn.conn if isinstance(conn, Walks) else conn
+        seen, oldest = sql_conn.execute(
+            f"SELECT count(*), min(rid) FROM (SELECT rowid AS rid FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?)",
+            (match, probe + 1),
+        ).fetchone()
     if int(seen) <= probe:
         return float(seen), True
+    assert oldest is not None
     span = max(newest_id - int(oldest) + 1, probe + 1)
     return (probe + 1) * newest_id / span, False
 
@@ -113,10 +167,12 @@ def rank_newest(
     limit: int,
     probe: int,
     weights: Sequence[float] = (),
+    walks: Walks | None = None,
 ) -> list[tuple[int, float]]:
     """The newest ``limit`` matches of ``match`` as (row id, score), best first.
 
-    ``tree`` is the query ``match`` was rendered from, for its terms. When all its terms
+    ``tree`` is the query ``match`` was rendered from, for its terms (their probes go
+    through ``walks`` when given, for the rest of the search to reuse). When all its terms
     together are found in at most EXACT_ROWS rows, FTS5's own ``bm25()`` (with the column
     ``weights``) ranks the matches: its counting is cheap then. Otherwise each present term
     counts once (see the module docstring). Either way the ranking says nothing about
@@ -129,7 +185,7 @@ def rank_newest(
         rendered = term.render(index)
         if rendered is not None and rendered not in counts:
             counts[rendered], exact[rendered] = density_count(
-                conn, table, rendered, newest_id, probe
+                walks or conn, table, rendered, newest_id, probe
             )
     positive = tuple(dict.fromkeys(_rendered(tree.positive_terms(), index)))
     if sum(counts.values()) <= EXACT_ROWS:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Literal
 
 from memstrata.errors import DatabaseBusyError, SchemaError, StorageError
-from memstrata.store.sqlite import migrations
+from memstrata.store.sqlite import migrations, prefix
 
 Durability = Literal["normal", "full"]
 DURABILITY_PRAGMA: dict[str, str] = {"normal": "NORMAL", "full": "FULL"}
@@ -269,6 +269,11 @@ class Database:
             conn.close()
             raise self._unusable(exc) from exc
         migrations.register_functions(conn)
+        try:
+            prefix.prepare(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._unusable(exc) from exc
         return conn
 
     def _create_private(self) -> None:

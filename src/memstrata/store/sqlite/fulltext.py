@@ -18,6 +18,7 @@ every backend: :mod:`memstrata.store.rank`.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections.abc import Sequence
@@ -157,14 +158,65 @@ def _index_candidates(
     ]
 
 
-def _common_df(conn: sqlite3.Connection, index: Index, leaf: str, total: int) -> float | None:
+def _rare_phrase(
+    walks: bm25.Walks,
+    index: Index,
+    leaf: str,
+    filters: Filters,
+    k: int,
+    total: int,
+) -> list[tuple[int, str, float, float]] | None:
+    """The best k rows of a phrase found in at most COMMON_DF rows, in one statement; None
+    when it is found in more, or when its words are too common to rank it unprobed.
+
+    A phrase found in few rows is ranked by FTS5's bm25() (see _bounded_candidates), and
+    its density probe walks every one of its matches first, checking positions over the
+    doclists of all its words: a third of the whole cost. A phrase occurs in no more rows
+    than its rarest word, so when that word is in at most bm25.EXACT_ROWS rows (its own
+    probe reads one doclist), ranking every match is cheap and the count of matches
+    rides along: at most COMMON_DF, this is the answer the probe would have led to.
+    Otherwise (or when filters leave too few rows) the caller's steps run.
+    """
+    if "*" in leaf:
+        return None
+    table = _TABLES[index]
+    words = re.findall(r"[^\W_]+", leaf)
+    bound = min(
+        (bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] for w in words),
+        default=float(total),
+    )
+    if bound > bm25.EXACT_ROWS:
+        return None
+    weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    sql = (
+        f"WITH a AS MATERIALIZED (SELECT rowid AS rid, bm25({table}{weights}) AS score "
+        f"FROM {table} WHERE {table} MATCH ?), "
+        "f AS MATERIALIZED (SELECT rid, score FROM a ORDER BY score LIMIT ?) "
+        "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM a) "
+        f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
+    )
+    rows: list[tuple[int, str, float, float]] = []
+    matches = None
+    for r in walks.conn.execute(sql, [leaf, 2 * k, *params]):
+        rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
+        matches = int(r[4])
+    if matches is None or matches > COMMON_DF:
+        return None
+    if len(rows) >= k or matches < 2 * k or (not where and not join_sessions):
+        return rows[:k]
+    return None
+
+
+def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:
     """Estimated row count of a term found in more than COMMON_DF rows, else None.
 
     FTS5 walks a doclist at tens of nanoseconds a row but scores a row (BM25 reads its
     length) at microseconds, so "which row is the (COMMON_DF+1)-th newest match?" is cheap
     to ask. Its distance from the newest row gives the term's density, hence its count.
     """
-    count, exact = bm25.density_count(conn, _TABLES[index], leaf, total, COMMON_DF)
+    count, exact = bm25.density_count(walks, _TABLES[index], leaf, total, COMMON_DF)
     return None if exact else min(float(total), count)
 
 
@@ -175,6 +227,7 @@ def _capped_candidates(
     tree: Node | None,
     filters: Filters,
     k: int,
+    walks: bm25.Walks,
 ) -> list[tuple[int, str, float, float]]:
     """Rank a boolean query (AND, NOT, OR of groups) without FTS5's bm25().
 
@@ -195,6 +248,7 @@ def _capped_candidates(
         limit=BOOLEAN_RANKED,
         probe=COMMON_DF,
         weights=() if index == "cjk" else COLUMN_WEIGHTS,
+        walks=walks,
     )
     rows = _join_ranked(conn, ranked, filters, k)
     if len(rows) >= k or len(ranked) < BOOLEAN_RANKED:
@@ -207,15 +261,18 @@ def _join_ranked(
 ) -> list[tuple[int, str, float, float]]:
     """The best k of ``ranked`` (row id, score) that pass ``filters``, with their messages.
 
-    Rows are joined 2k at a time, best first: a page needs k of them, and reading every
-    ranked row's message would cost more than ranking them did.
+    Rows are joined k, then 2k at a time, best first: a page needs k of them (the filters
+    rarely drop any), and reading every ranked row's message would cost more than ranking
+    them did.
     """
     where, params = filter_sql(filters)
     join_sessions = joined_sessions(filters)
     out: list[tuple[int, str, float, float]] = []
-    step = 2 * k
-    for start in range(0, len(ranked), step):
-        chunk = ranked[start : start + step]
+    bounds = [0, *range(k, len(ranked) + 2 * k, 2 * k)]
+    for start, stop in itertools.pairwise(bounds):
+        chunk = ranked[start:stop]
+        if not chunk:
+            break
         marks = ", ".join("?" for _ in chunk)
         found = {
             int(r[0]): (str(r[1]), float(r[2]))
@@ -247,6 +304,7 @@ def _bounded_candidates(
     filters: Filters,
     k: int,
     total: int,
+    walks: bm25.Walks,
 ) -> list[tuple[int, str, float, float]]:
     """Rank an OR of terms without scoring every row of its most common terms.
 
@@ -260,10 +318,14 @@ def _bounded_candidates(
     term; each term's newest row ids settle the newest rows, see _newest_by_term) and
     from the row's text only for the rows those walks did not settle.
     """
+    if len(leaves) == 1 and bm25.Walks.costly(leaves[0][0]):
+        direct = _rare_phrase(walks, index, leaves[0][0], filters, k, total)
+        if direct is not None:
+            return direct
     common: list[tuple[str, Term, float]] = []
     rare: list[str] = []
     for leaf, term in leaves:
-        df = _common_df(conn, index, leaf, total)
+        df = _common_df(walks, index, leaf, total)
         if df is None:
             rare.append(leaf)
         else:
@@ -288,10 +350,9 @@ def _bounded_candidates(
     if len(rows) < k:
         # Too few rare matches (or none): the newest matches of the common terms fill up.
         seen = {r[0] for r in rows}
-        either = " OR ".join(leaf for leaf, _, _ in common)
-        newest = _index_candidates(conn, index, either, filters, k, "newest")
+        newest = _newest_of_any(walks, index, [leaf for leaf, _, _ in common], filters, k)
         rows += [r for r in newest if r[0] not in seen][: k - len(rows)]
-        holders, known_from = _newest_by_term(conn, index, common, k)
+        holders, known_from = _newest_by_term(walks, index, common, k)
         for mid, terms in holders.items():
             if present.get(mid) != everything:
                 present[mid] = terms
@@ -392,8 +453,46 @@ def message_texts(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, str
     return out
 
 
+def _newest_of_any(
+    walks: bm25.Walks, index: Index, leaves: Sequence[str], filters: Filters, k: int
+) -> list[tuple[int, str, float, float]]:
+    """The newest k rows matching any of ``leaves`` that pass ``filters`` (score 0.0), as
+    the OR's newest-first query gives them, from each leaf's newest-first walk.
+
+    Each walk (kept from the leaf's density probe, see :class:`bm25.Walks`) holds all of
+    its leaf's matches down to its oldest row id, so their union holds every match of
+    the OR down to the newest of those ids (the floor). When fewer than k rows above the
+    floor pass the filters, the OR's own query runs.
+    """
+    table = _TABLES[index]
+    lists = [walks.newest(table, leaf, k) for leaf in leaves]
+    floor = max((ids[-1] for ids in lists if len(ids) >= k), default=0)
+    union = sorted({mid for ids in lists for mid in ids if mid >= floor}, reverse=True)
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    out: list[tuple[int, str, float, float]] = []
+    for start in range(0, len(union), 2 * k):
+        chunk = union[start : start + 2 * k]
+        marks = ", ".join("?" for _ in chunk)
+        found = {
+            int(r[0]): (str(r[1]), float(r[2]))
+            for r in walks.conn.execute(
+                f"SELECT m.id, m.session_id, m.timestamp FROM messages m{join_sessions} "
+                f"WHERE m.id IN ({marks}){where}",
+                [*chunk, *params],
+            )
+        }
+        out += [(mid, *found[mid], 0.0) for mid in chunk if mid in found]
+        if len(out) >= k:
+            return out[:k]
+    if floor == 0:
+        return out  # every match of every leaf was in the walks
+    either = " OR ".join(leaves)
+    return _index_candidates(walks.conn, index, either, filters, k, "newest")
+
+
 def _newest_by_term(
-    conn: sqlite3.Connection, index: Index, common: Sequence[tuple[str, Term, float]], k: int
+    walks: bm25.Walks, index: Index, common: Sequence[tuple[str, Term, float]], k: int
 ) -> tuple[dict[int, frozenset[int]], list[int | None]]:
     """Which of the ``common`` terms each of the newest rows holds, from the index alone.
 
@@ -407,13 +506,7 @@ def _newest_by_term(
     holders: dict[int, set[int]] = {}
     floors: list[int | None] = []
     for i, (leaf, _, _) in enumerate(common):
-        found = [
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
-                (leaf, k),
-            )
-        ]
+        found = walks.newest(table, leaf, k)
         floors.append(0 if len(found) < k else (found[-1] if found else 0))
         for mid in found:
             holders.setdefault(mid, set()).add(i)
@@ -440,6 +533,7 @@ def collect_candidates(
     """
     found: dict[int, Candidate] = {}
     total = 0
+    walks = bm25.Walks(conn)
     if bounded and order == "rank" and compiled.leaves is not None:
         total = int(conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
     for index in indexes or tuple(_TABLES):
@@ -465,9 +559,9 @@ def collect_candidates(
             joined = joined_sessions(filters)
             rows = substring.candidates(conn, node, where, params, joined, k, order)
         elif total > COMMON_DF and leaves:
-            rows = _bounded_candidates(conn, index, leaves, filters, k, total)
+            rows = _bounded_candidates(conn, index, leaves, filters, k, total, walks)
         elif bounded and order == "rank" and compiled.leaves is None:
-            rows = _capped_candidates(conn, index, match, compiled.tree, filters, k)
+            rows = _capped_candidates(conn, index, match, compiled.tree, filters, k, walks)
         else:
             rows = _index_candidates(conn, index, match, filters, k, order)
         if not rows:

@@ -117,6 +117,8 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
+# The word index's tokenizer (prefix walks tokenize a prefix the same way).
+WORD_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # The full-text objects, kept apart from m001's tables so that `memstrata sessions reindex`
 # can recreate whichever of them went missing with the same definitions.
 FTS_TABLES: dict[str, str] = {
@@ -126,7 +128,7 @@ FTS_TABLES: dict[str, str] = {
     "messages_fts": (
         "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5("
         "content, tool_name, tool_calls, content='messages', content_rowid='id', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
+        f"tokenize='{WORD_TOKENIZER}')"
     ),
     # Substring index (trigram): identifiers, paths, partial words, CJK of 3+ chars.
     # detail='none' stores no positions: 248 instead of 869 bytes per message. Without
