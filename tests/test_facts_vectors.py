@@ -6,7 +6,6 @@ import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -20,6 +19,7 @@ from memstrata.providers.facts.vectors import RECALL_VECTOR_MIN, fuse_recall, fu
 from memstrata.providers.manager import MemoryManager
 from memstrata.search.openai_embedder import OpenAIEmbedder
 from memstrata.testing import FakeLLMServer, Reply
+from memstrata.testing.facts_contract import Concepts
 
 # Chit-chat a user sends that says nothing about any stored fact.
 CHITCHAT = [
@@ -46,35 +46,6 @@ FACTS = [
     "Caroline's friends and family are her rocks.",
     "Caroline plans to continue her education in counselling.",
 ]
-
-
-class Concepts:
-    """A toy embedder: one axis per concept, so similarities are known exactly."""
-
-    name = "concepts"
-    dims = 3
-    axes: ClassVar[dict[str, int]] = {
-        "basketball": 0,
-        "hoops": 0,
-        "dunk": 0,
-        "bread": 1,
-        "oven": 1,
-        "baking": 1,
-    }
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        self.calls.append(list(texts))
-        out = []
-        for text in texts:
-            vector = [0.0, 0.0, 0.3]
-            for word in text.lower().replace("?", " ").replace(".", " ").split():
-                if word in self.axes:
-                    vector[self.axes[word]] += 1.0
-            out.append(vector)
-        return out
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.schema import TS_CONFIG
 from memstrata.store.postgres.search import cjk_tsquery
-from memstrata.store.postgres.store import validate_namespace
+from memstrata.store.postgres.store import configured
 from memstrata.store.titles import escape_like
 
 if TYPE_CHECKING:
@@ -751,21 +751,18 @@ class PostgresFactStore(BaseFactStore):
         embedder: Embedder | None = None,
     ) -> None:
         cfg = config if config is not None else Config.load()
-        chosen = dsn if dsn is not None else str(cfg.get("store.dsn"))
-        if not chosen:
-            raise StorageError(
-                "No PostgreSQL DSN for the facts store: pass one, or set it with "
-                "`memstrata config set store.dsn postgresql://user@host:5432/db`."
-            )
-        self._namespace = validate_namespace(
-            namespace if namespace is not None else cfg.get("store.namespace")
+        chosen, self._namespace, mode = configured(
+            cfg,
+            dsn,
+            namespace,
+            durability,
+            missing=StorageError("No PostgreSQL DSN for the facts store"),
         )
-        mode = durability if durability is not None else cfg.get("store.durability")
         self._set_embedder(embedder)
         self._db = Database(
             chosen,
             size=pool_size,
-            durability=cast(Durability, mode),
+            durability=mode,
             connect_timeout=connect_timeout,
         )
         try:

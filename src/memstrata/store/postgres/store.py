@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from memstrata.config import Config
-from memstrata.errors import NamespaceError, SessionStoreError
+from memstrata.errors import MemstrataError, NamespaceError, SessionStoreError
 from memstrata.store.base import BaseSessionStore
 from memstrata.store.postgres import maintenance
 from memstrata.store.postgres.database import Conn, Database, Durability
@@ -39,6 +39,29 @@ def validate_namespace(namespace: object) -> str:
             "_ . : @ / + = -, starting with a letter or digit (for example a user id)."
         )
     return namespace
+
+
+def configured(
+    cfg: Config,
+    dsn: str | None,
+    namespace: str | None,
+    durability: Durability | None,
+    *,
+    missing: MemstrataError,
+) -> tuple[str, str, Durability]:
+    """The DSN, tenant and durability a PostgreSQL store opens with: the arguments where
+    given, else the configuration. ``missing`` (its message gets the fix appended) is
+    raised when neither names a DSN."""
+    chosen = dsn if dsn is not None else str(cfg.get("store.dsn"))
+    if not chosen:
+        missing.args = (
+            f"{missing.args[0]}: pass one, or set it with "
+            "`memstrata config set store.dsn postgresql://user@host:5432/db`.",
+        )
+        raise missing
+    ns = validate_namespace(namespace if namespace is not None else cfg.get("store.namespace"))
+    mode = durability if durability is not None else cfg.get("store.durability")
+    return chosen, ns, cast(Durability, mode)
 
 
 class PostgresSessionStore(BaseSessionStore):
@@ -62,16 +85,9 @@ class PostgresSessionStore(BaseSessionStore):
         connect_timeout: float = _CONNECT_TIMEOUT_S,
     ) -> None:
         cfg = config if config is not None else Config.load()
-        chosen_dsn = dsn if dsn is not None else str(cfg.get("store.dsn"))
-        if not chosen_dsn:
-            raise SessionStoreError(
-                "No PostgreSQL DSN: pass one, or set it with "
-                "`memstrata config set store.dsn postgresql://user@host:5432/db`."
-            )
-        self._namespace = validate_namespace(
-            namespace if namespace is not None else cfg.get("store.namespace")
+        chosen_dsn, self._namespace, mode = configured(
+            cfg, dsn, namespace, durability, missing=SessionStoreError("No PostgreSQL DSN")
         )
-        mode = durability if durability is not None else cfg.get("store.durability")
         size = pool_size if pool_size is not None else cfg.get("store.pool_size")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise SessionStoreError(
@@ -80,7 +96,7 @@ class PostgresSessionStore(BaseSessionStore):
         self._db = Database(
             chosen_dsn,
             size=size,
-            durability=cast(Durability, mode),
+            durability=mode,
             connect_timeout=connect_timeout,
         )
         # Planner statistics, the visibility map and GIN pending lists, kept by the store
