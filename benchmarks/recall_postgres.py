@@ -128,14 +128,16 @@ def run(
     limit_questions: int | None,
     embedders: dict[str, Any] | None = None,
     expander: Callable[[Any, str], list[str]] | None = None,
+    half: str | None = None,
 ) -> dict[str, Any]:
-    """Scores and per-question latencies of every option on both backends."""
+    """Scores and per-question latencies of every option on both backends (``half``: one
+    half of the data, as ``recall.py --half`` splits it)."""
     from memstrata.search.embedders import index_pending
 
     convs = (
-        recall.load_madial(path, limit_questions)
+        recall.load_madial(path, limit_questions, half)
         if path.is_dir()
-        else recall.load(path, limit_questions)
+        else recall.load(path, limit_questions, half)
     )
     embedders = embedders or {}
     askers = options(embedders, expander)
@@ -257,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--limit-questions", type=int, default=None)
     parser.add_argument(
+        "--half",
+        choices=("a", "b"),
+        default=None,
+        help="one half of the data, split as recall.py --half splits it",
+    )
+    parser.add_argument(
         "--hybrid",
         action="append",
         default=[],
@@ -292,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             return expand_query(store, client, question)
 
     try:
-        result = run(args.path, args.dsn, args.limit_questions, embedders, expander)
+        result = run(args.path, args.dsn, args.limit_questions, embedders, expander, args.half)
     finally:
         if fake_server is not None:
             fake_server.stop()

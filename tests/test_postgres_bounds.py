@@ -126,6 +126,20 @@ def test_bounded_natural_query_keeps_its_longest_terms() -> None:
     assert bound_query(short) is short  # a normal question is untouched
 
 
+def test_a_long_pasted_text_keeps_distinct_repeated_and_recent_terms() -> None:
+    """A dialogue of more bigrams than the bound keeps each term once, the ones it
+    repeats first, then the last written: a greeting at its start does not fill the bound."""
+    opening = "你好呀今天天气不错我们随便聊聊吧"
+    dialogue = opening + "。" + "，".join(["数据库迁移"] * 3) + "。" + "下周二备份集群"
+    bounded = bound_query(compile_query(dialogue))
+    assert bounded.tree is not None
+    kept = [t.text for t in bounded.tree.terms()]
+    assert len(kept) == len(set(kept)) == MAX_TERMS
+    assert {"数据", "据库", "库迁", "迁移"} <= set(kept)  # repeated: the topic
+    assert {"下周", "周二", "备份", "集群"} <= set(kept)  # written last
+    assert "你好" not in kept  # the opening lost its places
+
+
 def test_bounded_explicit_query_keeps_its_meaning() -> None:
     """AND/NOT over the kept terms: the first terms in reading order, NOT kept whole."""
     query = "alpha AND beta NOT gamma " + " OR ".join(f"t{i}x" for i in range(60))

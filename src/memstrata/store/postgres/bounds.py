@@ -7,8 +7,9 @@ one rank expression per term, and such queries took 11-17 s on 20,000 messages w
 SQLite's FTS5 took 0.17 s. Three bounds keep every query in the same range as a normal
 question:
 
-* at most :data:`MAX_TERMS` terms reach SQL. A natural query (an OR of terms) keeps its
-  longest terms, which are the rarest and carry the ranking, in the order written; an
+* at most :data:`MAX_TERMS` distinct terms reach SQL. A natural query (an OR of terms)
+  keeps its longest terms, which are the rarest and carry the ranking, then the ones it
+  repeats most, then the last written; an
   explicit boolean query keeps its first terms in reading order, so AND/OR/NOT keep
   their meaning over what is kept;
 * at most :data:`MAX_SUBSTRING_TERMS` of them may also scan the trigram index (the
@@ -23,6 +24,7 @@ what a question of normal length matches: natural questions have well under
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Final
 
@@ -68,8 +70,8 @@ def _leaves(node: Node) -> list[Term]:
 def bound_query(compiled: CompiledQuery, max_terms: int = MAX_TERMS) -> CompiledQuery:
     """``compiled`` with at most ``max_terms`` terms in its tree (itself when within).
 
-    A natural query keeps its longest terms (ties: the first written); an explicit one
-    its first terms in reading order.
+    A natural query keeps its longest distinct terms (ties: the most repeated, then the
+    last written); an explicit one its first terms in reading order.
     """
     tree = compiled.tree
     if tree is None:
@@ -78,9 +80,23 @@ def bound_query(compiled: CompiledQuery, max_terms: int = MAX_TERMS) -> Compiled
     if len(leaves) <= max_terms:
         return compiled
     order = list(range(len(leaves)))
-    if compiled.leaves is not None:  # a natural query: an OR of terms
-        order.sort(key=lambda i: (-len(leaves[i].text), i))
-    keep = set(order[:max_terms])
+    if compiled.leaves is None:  # explicit: the first terms, AND/OR/NOT keep their meaning
+        keep = set(order[:max_terms])
+    else:
+        # A natural query is an OR of terms, so a repeat takes no second place. Longer
+        # terms are rarer; among equals, what a long text repeats is what it is about
+        # (query term frequency), and in pasted text or a dialogue the last words are
+        # the current topic and the question. Measured on both halves of the MADial
+        # dev set (PostgreSQL R@5 0.213/0.249 in reading order, 0.360/0.425 so).
+        counts = Counter(leaf.text for leaf in leaves)
+        order.sort(key=lambda i: (-len(leaves[i].text), -counts[leaves[i].text], -i))
+        keep, kept = set(), set()
+        for i in order:
+            if leaves[i].text not in kept:
+                keep.add(i)
+                kept.add(leaves[i].text)
+                if len(keep) == max_terms:
+                    break
     return replace(compiled, tree=_prune(tree, keep, []))
 
 
