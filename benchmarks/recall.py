@@ -782,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
         embedder = named_embedder(choice)
         if args.embed_cache:
             args.embed_cache.mkdir(parents=True, exist_ok=True)
-            embedder = DiskCached(embedder, args.embed_cache / f"{choice}.pickle")
+            embedder = CachedEmbedder(embedder, args.embed_cache / f"{choice}.pickle")
         embedders[EMBEDDER_LABELS[choice]] = embedder
     fake_server = client = None
     if args.expansion:
@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         if fake_server is not None:
             fake_server.stop()
         for embedder in embedders.values():
-            if isinstance(embedder, DiskCached):
+            if isinstance(embedder, CachedEmbedder):
                 embedder.save()
     report = "\n".join(
         [
@@ -851,19 +851,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-class DiskCached:
-    """An embedder whose vectors are kept in a file between runs (``--embed-cache``):
-    re-measuring a fusion change need not embed every text again. Query latency is then
-    not the model's: the report says so."""
+class CachedEmbedder:
+    """An embedder that embeds each text once. With ``path`` (``--embed-cache``) the
+    vectors are kept in a file between runs: re-measuring a fusion change need not embed
+    every text again (query latency is then not the model's: the report says so).
+    Without it they are kept for the run, so that stores compared in one run index the
+    same vectors."""
 
-    def __init__(self, inner: Any, path: Path) -> None:
+    def __init__(self, inner: Any, path: Path | None = None) -> None:
         self.inner = inner
         self.name = inner.name
         self.dims = inner.dims
         self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
         self.path = path
         self.cache: dict[tuple[str, str], list[float]] = (
-            pickle.loads(path.read_bytes()) if path.exists() else {}  # own file
+            pickle.loads(path.read_bytes()) if path is not None and path.exists() else {}
         )
 
     def _get(self, kind: str, texts: list[str], embed: Callable[[list[str]], Any]) -> Any:
@@ -881,7 +883,8 @@ class DiskCached:
         return self._get("query", texts, embed)  # type: ignore[no-any-return]
 
     def save(self) -> None:
-        self.path.write_bytes(pickle.dumps(self.cache))
+        if self.path is not None:
+            self.path.write_bytes(pickle.dumps(self.cache))
 
 
 EMBEDDER_LABELS = {

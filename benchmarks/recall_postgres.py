@@ -72,32 +72,6 @@ def own_schema(dsn: str) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-class Memo:
-    """An embedder that embeds each text once: both backends index the same vectors, and
-    a question asked of both costs one model call."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dims = inner.dims
-        self.cosine_floor = getattr(inner, "cosine_floor", 0.0)
-        self.cache: dict[tuple[str, str], list[float]] = {}
-
-    def _get(self, kind: str, texts: list[str], embed: Callable[[list[str]], Any]) -> Any:
-        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]
-        if missing:
-            for text, vector in zip(missing, embed(missing), strict=True):
-                self.cache[kind, text] = list(vector)
-        return [self.cache[kind, t] for t in texts]
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return self._get("passage", texts, self.inner.embed)  # type: ignore[no-any-return]
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        embed = getattr(self.inner, "embed_queries", self.inner.embed)
-        return self._get("query", texts, embed)  # type: ignore[no-any-return]
-
-
 def options(
     embedders: dict[str, Any], expander: Callable[[Any, str], list[str]] | None
 ) -> dict[str, Callable[[Any, str], list[dict[str, Any]]]]:
@@ -281,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     from memstrata.search.embedders import named_embedder
 
     embedders = {
-        recall.EMBEDDER_LABELS[choice]: Memo(named_embedder(choice))
+        recall.EMBEDDER_LABELS[choice]: recall.CachedEmbedder(named_embedder(choice))
         for choice in dict.fromkeys(args.hybrid)
     }
     fake_server = client = None
