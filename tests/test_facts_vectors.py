@@ -18,31 +18,19 @@ from memstrata.providers.facts.store import FactStore
 from memstrata.providers.facts.vectors import RECALL_VECTOR_MIN, fuse_recall, fuse_search
 from memstrata.providers.manager import MemoryManager
 from memstrata.search.openai_embedder import OpenAIEmbedder
-from memstrata.testing import FakeLLMServer, Reply
+from memstrata.testing import FakeLLMServer, Reply, facts_contract
 from memstrata.testing.facts_contract import Concepts
 
-# Chit-chat a user sends that says nothing about any stored fact.
+# Chit-chat a user sends that says nothing about any stored fact: the shared suite's, and more.
 CHITCHAT = [
-    "hi there, how are you today?",
-    "thanks, that was helpful",
-    "can you fix this python traceback for me?",
-    "what is 17 times 23?",
-    "write a haiku about autumn leaves",
-    "explain the difference between TCP and UDP",
+    *facts_contract.CHITCHAT,
     "is it better to use tabs or spaces?",
     "how do I reverse a linked list in C?",
     "run the unit tests again please",
     "give me a regex for an email address",
 ]
 FACTS = [
-    "Caroline attended an LGBTQ support group and found the stories inspiring.",
-    "Melanie painted a lake sunrise last year.",
-    "Melanie created a painting inspired by autumn.",
-    "Caroline has been creating art since the age of 17.",
-    "Melanie uses painting and pottery as a calming activity.",
-    "Caroline wants to adopt children and passed the agency interviews.",
-    "Melanie runs every morning and got new running shoes.",
-    "Melanie finds blue a calming colour.",
+    *facts_contract.PEOPLE_FACTS,
     "Caroline's friends and family are her rocks.",
     "Caroline plans to continue her education in counselling.",
 ]
