@@ -14,7 +14,7 @@ import re
 from bisect import bisect_left
 from itertools import islice
 
-from memstrata.scanner.patterns_intent import sentence_span
+from memstrata.scanner.patterns_intent import merged_spans, sentence_span
 
 __all__ = ["MAX_QUOTES", "blank_quoted_mentions"]
 
@@ -65,20 +65,10 @@ def _mention_hits(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, in
     ("evil.example", "attacker.io") are blanked first: they say nothing about intent.
     """
     hits: list[tuple[int, int]] = []
-    for lo, hi in _merged(spans):
+    for lo, hi in merged_spans(spans):
         segment = _ADDRESSY_RX.sub(lambda m: " " * len(m.group()), text[lo:hi])
         hits.extend((lo + h.start(), lo + h.end()) for h in _MENTION_RX.finditer(segment))
     return hits
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 def _holds_hit(hits: list[tuple[int, int]], start: int, end: int) -> bool:

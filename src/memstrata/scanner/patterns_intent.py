@@ -31,7 +31,7 @@ from memstrata.scanner.regex import (
     _compile,
 )
 
-__all__ = ["INTENT_PATTERNS", "sentence_span"]
+__all__ = ["INTENT_PATTERNS", "merged_spans", "sentence_span"]
 
 # One sentence's worth of characters: stops at sentence ends of any script; a period
 # counts only inside a word (paths, host names, versions).
@@ -226,14 +226,18 @@ def _windows(text: str, groups: tuple[tuple[str, ...], ...]) -> list[tuple[int, 
     if not found:
         return [(0, size)]  # anchors everywhere: one pass over the text is cheaper
     starts = min(found, key=len)
-    spans: list[tuple[int, int]] = []
-    for pos in sorted(starts):
-        lo, hi = max(0, pos - _REACH), min(size, pos + 2 * _REACH)
-        if spans and lo <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
+    return merged_spans([(max(0, pos - _REACH), min(size, pos + 2 * _REACH)) for pos in starts])
+
+
+def merged_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` sorted, overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
         else:
-            spans.append((lo, hi))
-    return spans
+            out.append((lo, hi))
+    return out
 
 
 _SENTENCE_END_RX = re.compile(r"[.!?。！？\n](?!\w)")
