@@ -304,7 +304,6 @@ class Keeper:
         self._lock = threading.Lock()
         self._writes = 0
         self._checked = 0
-        self._pending = False
         self._rows = 0
         self._rows_at_start = 0
         self._thread: threading.Thread | None = None
@@ -335,8 +334,9 @@ class Keeper:
         except Exception as exc:  # the next pass retries; a write never fails for this
             self.error = exc
 
-    def wait(self) -> None:
-        """Wait for a running pass to end; the next one sees every write made so far."""
+    def wait(self) -> bool:
+        """Wait for a running pass to end; whether writes came after it began (the next
+        pass then sees every write made so far)."""
         thread = self._thread
         if thread is not None:
             thread.join()
@@ -345,11 +345,9 @@ class Keeper:
             self._checked = self._writes
             if pending:
                 self._rows_at_start, self._rows = self._rows, 0
-        self._pending = pending
+        return pending
 
     def close(self) -> None:
         """Wait for a running pass to end; run a last one if writes came after it began."""
-        self.wait()
-        if self._pending:
-            self._pending = False
+        if self.wait():
             self._run()
