@@ -756,7 +756,8 @@ class PostgresFactStore(BaseFactStore):
             dsn,
             namespace,
             durability,
-            missing=StorageError("No PostgreSQL DSN for the facts store"),
+            error=StorageError,
+            subject=" for the facts store",
         )
         self._set_embedder(embedder)
         self._db = Database(

@@ -47,18 +47,18 @@ def configured(
     namespace: str | None,
     durability: Durability | None,
     *,
-    missing: MemstrataError,
+    error: type[MemstrataError],
+    subject: str = "",
 ) -> tuple[str, str, Durability]:
     """The DSN, tenant and durability a PostgreSQL store opens with: the arguments where
-    given, else the configuration. ``missing`` (its message gets the fix appended) is
-    raised when neither names a DSN."""
+    given, else the configuration. ``error`` is raised when neither names a DSN;
+    ``subject`` says which store (" for the facts store")."""
     chosen = dsn if dsn is not None else str(cfg.get("store.dsn"))
     if not chosen:
-        missing.args = (
-            f"{missing.args[0]}: pass one, or set it with "
-            "`memstrata config set store.dsn postgresql://user@host:5432/db`.",
+        raise error(
+            f"No PostgreSQL DSN{subject}: pass one, or set it with "
+            "`memstrata config set store.dsn postgresql://user@host:5432/db`."
         )
-        raise missing
     ns = validate_namespace(namespace if namespace is not None else cfg.get("store.namespace"))
     mode = durability if durability is not None else cfg.get("store.durability")
     return chosen, ns, cast(Durability, mode)
@@ -86,7 +86,7 @@ class PostgresSessionStore(BaseSessionStore):
     ) -> None:
         cfg = config if config is not None else Config.load()
         chosen_dsn, self._namespace, mode = configured(
-            cfg, dsn, namespace, durability, missing=SessionStoreError("No PostgreSQL DSN")
+            cfg, dsn, namespace, durability, error=SessionStoreError
         )
         size = pool_size if pool_size is not None else cfg.get("store.pool_size")
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
