@@ -75,29 +75,48 @@ def _segments(conn: sqlite3.Connection, table: str) -> list[tuple[int, int, int]
     return out
 
 
-def _page_terms(block: bytes) -> list[bytes]:
-    """The keys a leaf page holds (whole, index byte included), in order."""
-    footer = int.from_bytes(block[2:4], "big")
-    out: list[bytes] = []
-    pos, offset, term = footer, 0, b""
-    while pos < len(block):
-        delta, pos = _varint(block, pos)
-        offset += delta
-        if not out:
-            size, at = _varint(block, offset)
-            term = block[at : at + size]
+def _page_words(block: bytes, low: bytes, high: bytes) -> tuple[list[bytes], bool]:
+    """The keys (index byte included) of a leaf page in ``[low, high)``, in order, and
+    whether the page holds a key at or above ``high`` (no later page then holds one below
+    it). Keys are read in order only up to there: each is stored against the previous."""
+    found: list[bytes] = []
+    pos, end = int.from_bytes(block[2:4], "big"), len(block)
+    offset, term, first = 0, b"", True
+    while pos < end:
+        # Varints below 128 (nearly all of them here) are one byte.
+        delta = block[pos]
+        if delta < 0x80:
+            pos += 1
         else:
-            shared, at = _varint(block, offset)
-            size, at = _varint(block, at)
+            delta, pos = _varint(block, pos)
+        offset += delta
+        if first:
+            size, at = _varint(block, offset)
+            term, first = block[at : at + size], False
+        else:
+            shared = block[offset]
+            if shared < 0x80:
+                at = offset + 1
+            else:
+                shared, at = _varint(block, offset)
+            size = block[at]
+            if size < 0x80:
+                at += 1
+            else:
+                size, at = _varint(block, at)
             term = term[:shared] + block[at : at + size]
-        out.append(term)
-    return out
+        if term >= high:
+            return found, True
+        if term >= low:
+            found.append(term)
+    return found, False
 
 
 def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list[str] | None:
     """The words of FTS5 table ``table``'s main index starting with ``prefix`` (an indexed
-    token: already folded and stemmed), sorted, at most ``limit`` of them (``limit``
-    means: that many or more); None when the index's format is one this does not read.
+    token: already folded and stemmed), sorted; when there are ``limit`` or more, only
+    ``limit`` of them (reading stops there). None when the index's format is one this
+    does not read.
 
     Run it inside the transaction that searches, so the words and the rows agree.
     """
@@ -106,30 +125,35 @@ def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list
         return None
     low = _MAIN + prefix.encode()
     high = low + _ABOVE
+    if not segments:
+        return []
+    # One statement for every segment: the page a seek for ``low`` lands on, then the
+    # pages starting inside the range, in page order. A segment trimmed by an incremental
+    # merge starts at its first page (no earlier page is read).
+    marks = ", ".join(f"(?{3 * i + 3}, ?{3 * i + 4}, ?{3 * i + 5})" for i in range(len(segments)))
+    sql = (
+        f"WITH seg(segid, first, last) AS (VALUES {marks}), "
+        "pages(segid, pgno) AS ("
+        f"SELECT segid, (SELECT pgno >> 1 FROM {table}_idx i WHERE i.segid = seg.segid "
+        "AND i.term <= ?1 ORDER BY i.term DESC LIMIT 1) FROM seg "
+        f"UNION SELECT i.segid, i.pgno >> 1 FROM seg JOIN {table}_idx i "
+        "ON i.segid = seg.segid AND i.term > ?1 AND i.term < ?2) "
+        f"SELECT p.segid, d.block FROM pages p JOIN seg ON seg.segid = p.segid "
+        f"JOIN {table}_data d ON d.id = (p.segid << {_PAGE_BITS}) + max(p.pgno, seg.first) "
+        "WHERE p.pgno <= seg.last ORDER BY d.id"
+    )
+    params: list[object] = [low, high]
+    for segment in segments:
+        params.extend(segment)
     found: set[bytes] = set()
-    for segid, first, last in segments:
-        pages = [
-            int(r[0]) >> 1
-            for r in conn.execute(
-                f"SELECT pgno FROM (SELECT pgno FROM {table}_idx WHERE segid = ?1 "
-                "AND term <= ?2 ORDER BY term DESC LIMIT 1) "
-                f"UNION ALL SELECT pgno FROM {table}_idx WHERE segid = ?1 "
-                "AND term > ?2 AND term < ?3",
-                (segid, low, high),
-            )
-        ]
-        # A segment trimmed by an incremental merge starts at ``first``: its earlier
-        # pages are gone, and the page it starts with is rewritten to start a term.
-        wanted = sorted({max(p, first) for p in pages if p <= last}) or [first]
-        base = segid << _PAGE_BITS
-        ids = [base + p for p in wanted]
-        marks = ", ".join("?" for _ in ids)
-        for (block,) in conn.execute(
-            f"SELECT block FROM {table}_data WHERE id IN ({marks}) ORDER BY id", ids
-        ):
-            for term in _page_terms(bytes(block)):
-                if low <= term < high:
-                    found.add(term)
+    done: set[int] = set()
+    for segid, block in conn.execute(sql, params):
+        if segid in done:
+            continue
+        on_page, past = _page_words(bytes(block), low, high)
+        found.update(on_page)
+        if past:
+            done.add(segid)
         if len(found) >= limit:
             break
     return [t[len(_MAIN) :].decode() for t in sorted(found)][:limit]
