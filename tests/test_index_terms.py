@@ -67,33 +67,44 @@ def test_the_words_of_a_prefix_are_those_fts5vocab_lists(tmp_path: Path) -> None
     extra = 0
     for p in prefixes:
         listed = _vocab(conn, p)
-        read = index_terms.words(conn, "t", p, 10**6)
-        assert read is not None and read == sorted(set(read))
+        listing = index_terms.words(conn, "t", p, 10**6)
+        assert listing is not None
+        read = listing.words
+        assert read == sorted(set(read)) and (listing.pages >= 1) == bool(read)
         assert set(listed) <= set(read), p
         for gone in set(read) - set(listed):
             extra += 1
             assert _rows(conn, gone) == 0
         # A limit stops early but never leaves out a word when there are fewer.
         few = index_terms.words(conn, "t", p, len(read) + 1)
-        assert few == read
+        assert few is not None and few.words == read
         if len(read) > 3:
             capped = index_terms.words(conn, "t", p, 3)
-            assert capped is not None and len(capped) == 3 and set(capped) <= set(read)
+            assert capped is not None
+            assert len(capped.words) == 3 and set(capped.words) <= set(read)
     assert extra > 0  # deleted words were met and checked
     conn.execute("INSERT INTO t(t) VALUES ('optimize')")
     conn.commit()
     assert len(index_terms._segments(conn, "t") or []) == 1
     for p in prefixes:
-        assert index_terms.words(conn, "t", p, 10**6) == _vocab(conn, p)
+        listing = index_terms.words(conn, "t", p, 10**6)
+        assert listing is not None and listing.words == _vocab(conn, p)
+    # "token": the words in every row, each doclist over many pages; "zz": no word (the
+    # page before its range carries the end of the "tokens" doclist: not counted).
+    spans = {p: index_terms.words(conn, "t", p, 10**6) for p in ("token", "zz", "ab")}
+    assert spans["token"] is not None and spans["token"].pages > 100
+    assert spans["zz"] is not None and spans["zz"] == ([], 0)
+    assert spans["ab"] is not None and spans["ab"].pages < len(spans["ab"].words)
     conn.close()
 
 
 def test_an_empty_index_has_no_words(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "t.db")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(a)")
-    assert index_terms.words(conn, "t", "a", 10) == []
+    assert index_terms.words(conn, "t", "a", 10) == ([], 0)
     conn.execute("INSERT INTO t(a) VALUES ('alpha beta')")
     conn.execute("DELETE FROM t")
     conn.commit()
-    assert index_terms.words(conn, "t", "b", 10) in ([], ["beta"])
+    listing = index_terms.words(conn, "t", "b", 10)
+    assert listing is not None and listing.words in ([], ["beta"])
     conn.close()

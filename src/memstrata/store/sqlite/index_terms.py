@@ -27,8 +27,9 @@ format (``contentless_delete=1`` tables, which memstrata does not create) is not
 from __future__ import annotations
 
 import sqlite3
+from typing import NamedTuple
 
-__all__ = ["words"]
+__all__ = ["Listing", "words"]
 
 _STRUCTURE_ROWID = 10
 _STRUCTURE_V2 = b"\xff\x00\x00\x01"
@@ -37,6 +38,14 @@ _PAGE_BITS = 31 + 5 + 1
 _MAIN = b"0"
 # Above every byte of a UTF-8 string: ``prefix + _ABOVE`` bounds the words it starts.
 _ABOVE = b"\xff"
+
+
+class Listing(NamedTuple):
+    """The words of a prefix, and how many leaf pages its range spans over all segments
+    (the pages FTS5 reads to merge the doclists of every word of the prefix)."""
+
+    words: list[str]
+    pages: int
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -112,11 +121,13 @@ def _page_words(block: bytes, low: bytes, high: bytes) -> tuple[list[bytes], boo
     return found, False
 
 
-def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list[str] | None:
+def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> Listing | None:
     """The words of FTS5 table ``table``'s main index starting with ``prefix`` (an indexed
     token: already folded and stemmed), sorted; when there are ``limit`` or more, only
-    ``limit`` of them (reading stops there). None when the index's format is one this
-    does not read.
+    ``limit`` of them (reading stops there). With them, the number of leaf pages from
+    the page holding the prefix's first word to the first page past its range, summed
+    over the segments holding one of its words. None when the index's format is one
+    this does not read.
 
     Run it inside the transaction that searches, so the words and the rows agree.
     """
@@ -126,7 +137,7 @@ def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list
     low = _MAIN + prefix.encode()
     high = low + _ABOVE
     if not segments:
-        return []
+        return Listing([], 0)
     # One statement for every segment: the page a seek for ``low`` lands on, then the
     # pages starting inside the range, in page order. A segment trimmed by an incremental
     # merge starts at its first page (no earlier page is read).
@@ -138,22 +149,37 @@ def words(conn: sqlite3.Connection, table: str, prefix: str, limit: int) -> list
         "AND i.term <= ?1 ORDER BY i.term DESC LIMIT 1) FROM seg "
         f"UNION SELECT i.segid, i.pgno >> 1 FROM seg JOIN {table}_idx i "
         "ON i.segid = seg.segid AND i.term > ?1 AND i.term < ?2) "
-        f"SELECT p.segid, d.block FROM pages p JOIN seg ON seg.segid = p.segid "
+        "SELECT p.segid, max(p.pgno, seg.first), d.block FROM pages p "
+        "JOIN seg ON seg.segid = p.segid "
         f"JOIN {table}_data d ON d.id = (p.segid << {_PAGE_BITS}) + max(p.pgno, seg.first) "
         "WHERE p.pgno <= seg.last ORDER BY d.id"
     )
     params: list[object] = [low, high]
     for segment in segments:
         params.extend(segment)
+    # Per segment, the first page starting at or above ``high`` (else its last page): the
+    # doclists of the prefix's words end there.
+    ends = dict(
+        conn.execute(
+            f"WITH seg(segid, first, last) AS (VALUES {marks}) "
+            f"SELECT segid, coalesce((SELECT pgno >> 1 FROM {table}_idx i "
+            "WHERE i.segid = seg.segid AND i.term >= ?2 ORDER BY i.term LIMIT 1), last) FROM seg",
+            params,
+        ).fetchall()
+    )
     found: set[bytes] = set()
+    starts: dict[int, int] = {}
     done: set[int] = set()
-    for segid, block in conn.execute(sql, params):
+    for segid, page, block in conn.execute(sql, params):
         if segid in done:
             continue
         on_page, past = _page_words(bytes(block), low, high)
-        found.update(on_page)
+        if on_page:
+            found.update(on_page)
+            starts.setdefault(segid, page)
         if past:
             done.add(segid)
         if len(found) >= limit:
             break
-    return [t[len(_MAIN) :].decode() for t in sorted(found)][:limit]
+    pages = sum(max(ends[segid] - start, 0) + 1 for segid, start in starts.items())
+    return Listing([t[len(_MAIN) :].decode() for t in sorted(found)][:limit], pages)
