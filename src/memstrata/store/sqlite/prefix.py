@@ -19,6 +19,7 @@ prefix as one phrase (one IDF, its hits counted together), which the OR would sp
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -76,9 +77,12 @@ def _tokens(conn: sqlite3.Connection, texts: list[str]) -> list[tuple[str, ...]]
     known = {t: _TOKENIZED[t] for t in texts if t in _TOKENIZED}
     missing = [t for t in dict.fromkeys(texts) if t not in known]
     if missing:
-        conn.executemany(
-            f"INSERT INTO temp.{_TOKENIZER_TABLE}(rowid, x) VALUES (?, ?)",
-            list(enumerate(missing, 1)),
+        # One statement (one transaction on an autocommit connection): a row per
+        # statement would flush a segment of the temporary index per text.
+        conn.execute(
+            f"INSERT INTO temp.{_TOKENIZER_TABLE}(rowid, x) "
+            "SELECT key + 1, value FROM json_each(?)",
+            (json.dumps(missing, ensure_ascii=False),),
         )
         found: list[list[tuple[int, str]]] = [[] for _ in missing]
         for doc, term, offset in conn.execute(
