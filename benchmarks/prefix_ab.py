@@ -2,7 +2,7 @@
 
 Usage::
 
-    git worktree add /tmp/base main
+    mkdir /tmp/base && git archive BASE_COMMIT src | tar -x -C /tmp/base
     python benchmarks/prefix_ab.py --db memstrata-1000000-bulk.db --base-src /tmp/base/src \\
         [--rounds 3] [--repeats 3] [--out benchmarks/results/prefix_ab_1m.md]
 
