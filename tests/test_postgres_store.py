@@ -809,8 +809,13 @@ def test_eight_clients_append_and_search_at_once(pg: PostgresSessionStore) -> No
         assert {h["session_id"] for h in hits} == {f"w{w}", "shared"}
 
 
-def test_docs_session_store_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_docs_session_store_example_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The example of the "Session store" section of docs/postgres.md runs as written."""
+    # The example reads its server from MEMSTRATA_PG_DSN: point it at the test server,
+    # so it runs against the database (and schema version) the rest of this file uses.
+    monkeypatch.setenv("MEMSTRATA_PG_DSN", DSN)
     doc = (ROOT / "docs" / "postgres.md").read_text(encoding="utf-8")
     section = doc.split("## Session store", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
