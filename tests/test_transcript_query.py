@@ -167,7 +167,11 @@ def test_facts_search_reads_a_transcript_the_same_way(tmp_path: Path) -> None:
         assert [ids[f.id] for f in facts.search(TRANSCRIPT)][:2] == ["concert", "garden"]
         flat = TRANSCRIPT.replace("\n", " ")
         assert [ids[f.id] for f in facts.search(flat)][:2] == ["garden", "concert"]
+        # Recall (the per-turn prefetch) ranks what its gate admits the same way.
+        assert [ids[f.id] for f in facts.recall(TRANSCRIPT)][:2] == ["concert", "garden"]
+        assert [ids[f.id] for f in facts.recall(flat)][:2] == ["garden", "concert"]
         facts.embedder = embedder
         facts.index_vectors(embedder)
         assert [ids[f.id] for f in facts.search(TRANSCRIPT)][:1] == ["concert"]
+        assert [ids[f.id] for f in facts.recall(TRANSCRIPT)][:1] == ["concert"]
     assert [TRANSCRIPT, "Speaking of evenings, remember that violin concert?"] in embedder.queries

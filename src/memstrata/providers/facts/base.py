@@ -512,7 +512,7 @@ class BaseFactStore(abc.ABC):
         shows (the slots in the system prompt).
         """
         skip = {int(i) for i in exclude}
-        sims = self._similarities(message)
+        sims = self._similarities(message, readings(message))
         with self._transaction() as tx:
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
