@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from memstrata.providers.facts.store import FactStore
-from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings, turns
+from memstrata.query.transcript import LAST_TURN_WEIGHT, SCAN_CHARS, Readings, readings, turns
 from memstrata.search.embedders import index_pending
 from memstrata.store.boosts import mix_readings
 
@@ -76,6 +76,9 @@ def test_readings_of_a_transcript_take_the_last_user_turn() -> None:
         "10:30 meeting\n11:00 lunch",
         "上次我们讨论数据库迁移，结论是什么？",
         "todo list\n- milk\n- eggs",
+        "Anna: hi\nBen: hello",  # two lines: no speaker speaks again
+        "name: memstrata\nversion: 1.0\nlicence: MIT",  # a key: value listing
+        "\n".join(f"line {i}: value {i}" for i in range(200)),
     ],
 )
 def test_other_text_is_read_once(text: str) -> None:
@@ -88,6 +91,20 @@ def test_a_long_pasted_text_is_rejected_quickly() -> None:
     start = time.perf_counter()
     assert readings(text) is None
     assert time.perf_counter() - start < 0.5
+    # With a colon on every line only the end is scanned.
+    listing = "\n".join(f"key {i}: value {i}" for i in range(50_000))
+    start = time.perf_counter()
+    assert readings(listing) is None
+    assert time.perf_counter() - start < 0.5
+
+
+def test_a_long_transcript_is_read_by_its_last_turn() -> None:
+    """Past SCAN_CHARS only the end is read for turns, and the last turn is there."""
+    chat = "\n".join(f'Anna: "small talk {i}"\nAssistant: "sure {i}"' for i in range(2000))
+    assert len(chat) > SCAN_CHARS
+    read = readings(chat + '\nAnna: "the violin concert?"\nAssistant: "yes"')
+    assert read is not None
+    assert read.last_turn == "the violin concert?"
 
 
 def _seed(store: Any) -> None:

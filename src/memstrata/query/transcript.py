@@ -10,9 +10,11 @@ readings are mixed: ``(whole + LAST_TURN_WEIGHT * last) / (1 + LAST_TURN_WEIGHT)
 (:func:`memstrata.store.boosts.mix_readings`), for keyword scores and for cosines alike.
 
 Only text that looks like a transcript gets the second reading (:func:`readings`): at
-least :data:`MIN_TURNS` lines that open with a speaker, from at least two speakers. A
-question, a keyword list or a pasted paragraph is searched once, as before, and pays
-nothing but one scan of its lines for a colon.
+least :data:`MIN_TURNS` lines that open with a speaker, from at least two speakers, one
+of whom speaks more than once (a ``key: value`` listing names each key once). A
+question, a keyword list or a pasted paragraph is searched once, as before: a text of
+one line or no colon is refused before any scan, and only the last
+:data:`SCAN_CHARS` characters of a longer text are read.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "LAST_TURN_WEIGHT",
     "MIN_TURNS",
     "Readings",
+    "SCAN_CHARS",
     "Turn",
     "readings",
     "turns",
@@ -36,7 +39,11 @@ __all__ = [
 # on MADial-Bench zh in benchmarks/results/recall.md.
 LAST_TURN_WEIGHT: Final = 0.5
 # A query is read as a transcript only when this many of its lines open with a speaker.
-MIN_TURNS: Final = 2
+MIN_TURNS: Final = 3
+# Only the end of a long text is read for its turns: the last turn is there, and the
+# check's cost stays bounded whatever is pasted. (The whole reading's keyword search
+# reads the start: memstrata.query.compile.MAX_QUERY_CHARS.)
+SCAN_CHARS: Final = 8000
 # Speakers whose turn is the assistant's answer, not what the user brings up: when one
 # of them spoke last, the last turn of another speaker is read instead.
 ASSISTANT_NAMES: Final = frozenset(
@@ -99,7 +106,8 @@ def turns(text: str) -> list[Turn]:
 
 def readings(query: str | None) -> Readings | None:
     """The whole and last-turn readings of ``query`` when it is shaped like a transcript
-    (:data:`MIN_TURNS` speaker lines or more, two speakers or more), else None.
+    (:data:`MIN_TURNS` speaker lines or more, two speakers or more, a speaker who
+    speaks again), else None.
 
     The last turn is the last one spoken by someone not in :data:`ASSISTANT_NAMES`
     (the very last turn when everyone is); None as well when that turn is the whole
@@ -107,8 +115,10 @@ def readings(query: str | None) -> Readings | None:
     """
     if not query or "\n" not in query.strip() or (":" not in query and "：" not in query):
         return None
-    found = turns(query)
-    if len(found) < MIN_TURNS or len({t.speaker for t in found}) < 2:
+    tail = query[-SCAN_CHARS:]
+    found = turns(tail if len(tail) == len(query) else tail.split("\n", 1)[-1])
+    speakers = [t.speaker for t in found]
+    if len(found) < MIN_TURNS or len(set(speakers)) < 2 or len(set(speakers)) == len(speakers):
         return None
     users = [t for t in found if t.speaker not in ASSISTANT_NAMES]
     last = (users or found)[-1].text
