@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from memstrata.providers.facts.store import FactStore
-from memstrata.query.transcript import LAST_TURN_WEIGHT, SCAN_CHARS, Readings, readings, turns
+from memstrata.query.transcript import (
+    LAST_TURN_WEIGHT,
+    SCAN_CHARS,
+    WHOLE_CHARS,
+    Readings,
+    readings,
+    turns,
+)
 from memstrata.search.embedders import index_pending
 from memstrata.store.boosts import mix_readings
 
@@ -96,6 +103,21 @@ def test_a_long_pasted_text_is_rejected_quickly() -> None:
     start = time.perf_counter()
     assert readings(listing) is None
     assert time.perf_counter() - start < 0.5
+
+
+def test_a_long_transcript_is_read_as_a_whole_by_its_end(store: Any) -> None:
+    """The keyword compile keeps a query's first characters; a long conversation's whole
+    reading is its end, where what is talked about now is."""
+    _seed(store)
+    talk = "\n".join(f'Anna: "small talk {i}"\nAssistant: "sure {i}"' for i in range(200))
+    chat = talk + '\nAnna: "we fixed the bike chain"\nAssistant: "nice"\nAnna: "and then?"'
+    assert len(talk) > WHOLE_CHARS
+    read = readings(chat)
+    assert read is not None
+    assert read.last_turn == "and then?"
+    assert chat.endswith(read.whole) and len(read.whole) <= WHOLE_CHARS
+    assert read.whole.startswith("Anna:") or read.whole.startswith("Assistant:")
+    assert [h["session_id"] for h in store.search_sessions(chat)][:1] == ["bike"]
 
 
 def test_a_long_transcript_is_read_by_its_last_turn() -> None:

@@ -23,12 +23,15 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from memstrata.query.compile import MAX_QUERY_CHARS
+
 __all__ = [
     "ASSISTANT_NAMES",
     "LAST_TURN_WEIGHT",
     "MIN_TURNS",
     "Readings",
     "SCAN_CHARS",
+    "WHOLE_CHARS",
     "Turn",
     "readings",
     "turns",
@@ -40,6 +43,10 @@ __all__ = [
 LAST_TURN_WEIGHT: Final = 0.5
 # A query is read as a transcript only when this many of its lines open with a speaker.
 MIN_TURNS: Final = 3
+# A transcript longer than this is read as a whole by its end (from a line start): the
+# keyword compile keeps the first MAX_QUERY_CHARS characters of a query, which for a
+# long conversation would be its oldest turns.
+WHOLE_CHARS: Final = MAX_QUERY_CHARS
 # Only the end of a long text is read for its turns: the last turn is there, and the
 # check's cost stays bounded whatever is pasted. (The whole reading's keyword search
 # reads the start: memstrata.query.compile.MAX_QUERY_CHARS.)
@@ -107,7 +114,8 @@ def turns(text: str) -> list[Turn]:
 def readings(query: str | None) -> Readings | None:
     """The whole and last-turn readings of ``query`` when it is shaped like a transcript
     (:data:`MIN_TURNS` speaker lines or more, two speakers or more, a speaker who
-    speaks again), else None.
+    speaks again), else None. The whole reading of a transcript longer than
+    :data:`WHOLE_CHARS` is its end.
 
     The last turn is the last one spoken by someone not in :data:`ASSISTANT_NAMES`
     (the very last turn when everyone is); None as well when that turn is the whole
@@ -115,8 +123,7 @@ def readings(query: str | None) -> Readings | None:
     """
     if not query or "\n" not in query.strip() or (":" not in query and "：" not in query):
         return None
-    tail = query[-SCAN_CHARS:]
-    found = turns(tail if len(tail) == len(query) else tail.split("\n", 1)[-1])
+    found = turns(_tail(query, SCAN_CHARS))
     speakers = [t.speaker for t in found]
     if len(found) < MIN_TURNS or len(set(speakers)) < 2 or len(set(speakers)) == len(speakers):
         return None
@@ -124,4 +131,11 @@ def readings(query: str | None) -> Readings | None:
     last = (users or found)[-1].text
     if not last or last == query.strip():
         return None
-    return Readings(query, last)
+    return Readings(_tail(query, WHOLE_CHARS), last)
+
+
+def _tail(text: str, chars: int) -> str:
+    """``text`` when it fits in ``chars``, else its end from the first line start there."""
+    if len(text) <= chars:
+        return text
+    return text[-chars:].split("\n", 1)[-1]

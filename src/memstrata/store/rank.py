@@ -147,15 +147,16 @@ def rank_query(
             "subqueries must be a list of query strings, not one string: "
             "pass [text] (expand_query returns such a list)."
         )
-    compiled, windows, date_only = dated_query(query, dates=dates)
+    # A transcript-shaped query is read as a whole (its end, when long) and again by its
+    # last turn (query.transcript).
+    read = readings(query)
+    compiled, windows, date_only = dated_query(query if read is None else read.whole, dates=dates)
     found = (
         {c.id: c for c in tx.candidates(compiled, filters, k, "rank")}
         if not compiled.is_empty
         else {}
     )
-    read = readings(query)
     if read is not None:
-        # A transcript-shaped query is read again by its last turn (query.transcript).
         _mix_last_turn(tx, found, read, filters, k, dates=dates)
     fallback = compiled.fallback
     if fallback is not None and want and boosts.too_few(found.values(), want, sessions=by_session):

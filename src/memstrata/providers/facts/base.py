@@ -469,12 +469,12 @@ class BaseFactStore(abc.ABC):
         """
         if category is not None:
             check_category(category)
-        compiled = facts_recall.compile_search(query)
+        # A transcript-shaped query is read as a whole (its end, when long) and again by
+        # its last turn, as the session search reads it (memstrata.query.transcript).
+        read = readings(query)
+        compiled = facts_recall.compile_search(query if read is None else read.whole)
         if compiled.is_empty:
             return self.list(category=category, subject=subject, limit=limit)
-        # A transcript-shaped query is read again by its last turn, as the session
-        # search reads it (memstrata.query.transcript).
-        read = readings(query)
         sims = self._similarities(query, read)
         with self._transaction() as tx:
             scores, rows = facts_recall.search_scores(
