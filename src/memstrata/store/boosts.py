@@ -6,6 +6,8 @@ backend's full-text score) and adjusts them in place; none reads the store itsel
 * :func:`boost_dates` - messages written inside a date the question names;
 * :func:`boost_speakers` - transcript lines ("Name: ...") spoken by a person the
   question names;
+* :func:`mix_readings` - the scores of a transcript-shaped query read as a whole and by
+  its last turn (:mod:`memstrata.query.transcript`);
 * :func:`merge_subqueries` - the candidates of rewritten sub-queries (query expansion);
 * :func:`fuse_vectors` - cosine similarity from an embedder (hybrid recall), plus the
   messages the keywords missed when they are close enough.

@@ -138,9 +138,11 @@ def rank_query(
 
     ``dates``: calendar dates named in the query (:mod:`memstrata.query.dates`) leave the
     keyword query and boost the messages written then (a query with operators or quotes
-    is taken as written). ``speakers``, ``embedder`` and ``subqueries``: see
-    :mod:`memstrata.store.boosts`. An explicit query that finds fewer than ``want``
-    messages (sessions, with ``by_session``) adds its fallback's candidates below its own.
+    is taken as written). A transcript-shaped query is also read by its last turn
+    (:mod:`memstrata.query.transcript`), keyword scores and cosines alike. ``speakers``,
+    ``embedder`` and ``subqueries``: see :mod:`memstrata.store.boosts`. An explicit query
+    that finds fewer than ``want`` messages (sessions, with ``by_session``) adds its
+    fallback's candidates below its own.
     """
     if isinstance(subqueries, str):
         raise SessionStoreError(
