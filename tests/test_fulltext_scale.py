@@ -265,19 +265,30 @@ def _plain_walk(walks: ft.bm25.Walks, table: str, match: str, limit: int) -> lis
     return [int(r[0]) for r in rows]
 
 
-def test_a_prefix_walks_as_the_or_of_the_words_it_covers(tmp_path: Path) -> None:
+def test_a_prefix_walks_as_the_or_of_the_words_it_covers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The OR of the covered words matches the rows the prefix matches; the prefix is
-    stemmed first ("tracing"* covers the words of "trace"*), and a prefix of two tokens or
-    of too many words is left as written."""
+    stemmed first ("tracing"* covers the words of "trace"*), a stem the stemmer would
+    shorten again is written as a word that tokenizes back to it, and a prefix of two
+    tokens, of too many words, or of more words than pages its doclists span (on this
+    small store: every prefix, unless the bound is lifted) is left as written."""
     from memstrata.store.sqlite import prefix
 
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
         words = ["trace", "traces", "tracing", "traceback", "tracer", "track", "trade"]
+        # Indexed as "postgres", "agre", "releas", "failed": quoted, each of them would
+        # be stemmed again ("postgr", "agr", ...) and match other words or none.
+        words += ["postgresing", "postgres", "postgresql", "agreed", "agr", "releasing"]
+        words += ["faileding", "failed", "fail"]
         s.append_messages(
             "a", [{"role": "user", "content": f"{w} {i}"} for i, w in enumerate(words)]
         )
-        s.append_messages("a", [{"role": "user", "content": f"zz{i:03d}"} for i in range(70)])
+        s.append_messages(
+            "a", [{"role": "user", "content": f"zz{i:04d}"} for i in range(prefix.MAX_TERMS + 1)]
+        )
+        s.append_messages("a", [{"role": "user", "content": f"yy{i:03d}"} for i in range(300)])
         with s.read_conn() as conn:
 
             def rows(match: str) -> set[int]:
@@ -286,12 +297,22 @@ def test_a_prefix_walks_as_the_or_of_the_words_it_covers(tmp_path: Path) -> None
                 )
                 return {int(r[0]) for r in found}
 
-            for written in ('"trac"*', '"tracing"*', '"trace"*', '"tr"*'):
+            # A few pages hold every word here: FTS5's merge of them is the cheaper walk.
+            assert prefix.as_or(conn, "messages_fts", '"yy"*') is None
+            monkeypatch.setattr(prefix, "WORDS_PER_PAGE", 10**6)
+            for written in (
+                '"trac"*', '"tracing"*', '"trace"*', '"tr"*', '"postg"*', '"postgres"*',
+                '"agr"*', '"ag"*', '"releas"*', '"fail"*', '"yy"*', '"y"*',
+            ):  # fmt: skip
                 as_or = prefix.as_or(conn, "messages_fts", written)
                 assert as_or is not None and "*" not in as_or
                 assert rows(as_or) == rows(written) != set()
             assert prefix.as_or(conn, "messages_fts", '"tracing"*').count(" OR ") == 2
+            assert prefix.as_or(conn, "messages_fts", '"postg"*') == (
+                '"postgr" OR "postgresing" OR "postgresql"'
+            )
+            assert prefix.as_or(conn, "messages_fts", '"yy"*').count(" OR ") == 299
             assert prefix.as_or(conn, "messages_fts", '"auth-ap"*') is None
-            assert prefix.as_or(conn, "messages_fts", '"zz"*') is None  # 70 words
+            assert prefix.as_or(conn, "messages_fts", '"zz"*') is None  # MAX_TERMS + 1 words
             assert prefix.as_or(conn, "messages_fts_cjk", '"trac"*') is None
             assert prefix.as_or(conn, "messages_fts", '"qqq"*') is None
