@@ -217,13 +217,14 @@ def test_a_phrase_in_few_rows_is_ranked_without_its_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copies: int
 ) -> None:
     """A phrase whose words are in few rows is ranked in one statement, as the probe and
-    then bm25() would rank it; one found in more than COMMON_DF rows takes the probe."""
+    then bm25() would rank it; one found in more than COMMON_DF rows keeps that
+    statement's walk as its probe (the phrase is walked once either way)."""
     monkeypatch.setattr(ft, "COMMON_DF", 5)
     with _phrase_store(tmp_path / "s.db", copies) as s:
         with traced_reads(s) as statements:
             fast = _page(s, '"auth api"')
             fast_user = _page(s, '"auth api"', role_filter="user")
-        probes = [x for x in statements if "ORDER BY rowid DESC" in x and "auth api" in x]
+        phrase = [x for x in statements if "MATCH" in x and "auth api" in x]
         monkeypatch.setattr(ft, "_rare_phrase", lambda *a, **kw: None)
         assert fast == _page(s, '"auth api"')
         assert fast_user == _page(s, '"auth api"', role_filter="user")
@@ -231,7 +232,39 @@ def test_a_phrase_in_few_rows_is_ranked_without_its_probe(
     # the phrase twice on top) when it is rare, newest first when it is common.
     assert fast[0][0] == (1 if copies <= 5 else copies)
     assert {mid for mid, _ in fast[:copies]} == set(range(1, copies + 1))
-    assert bool(probes) == (copies > 5)
+    # One scored walk per search; the common phrase's density probe (its 6 newest rows)
+    # is that walk, not a statement of its own.
+    assert len([x for x in phrase if "bm25(" in x]) == 2
+    assert not [x for x in phrase if "bm25(" not in x and "LIMIT 6" in x]
+
+
+def test_a_lone_phrase_reads_only_its_page_from_the_word_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query that is one quoted phrase joins only its page of rows with their messages
+    (not the wider candidate set a search ranks), and each page is the one the wide
+    search gives: bm25() first, equal scores to the newer row, filters applied."""
+    from memstrata.store.sqlite.transaction import SQLiteTransaction
+
+    monkeypatch.setattr(ft, "COMMON_DF", 40)  # 30 rows hold the phrase: rare
+    with _phrase_store(tmp_path / "s.db", 30) as s:
+        with traced_reads(s) as statements:
+            first = _page(s, '"auth api"')
+        joins = [x for x in statements if x.startswith("SELECT m.id, m.session_id, m.timestamp")]
+        assert len(joins) == 1
+        assert len(joins[0].split("IN (")[1].split(")")[0].split(",")) == 10
+        # The row holding the phrase twice, then the equal rows newest first.
+        assert [mid for mid, _ in first] == [1, *range(30, 21, -1)]
+        kinds: list[dict[str, object]] = [{}, {"role_filter": "user"}, {"sort": "relevance"}]
+        paged = {
+            (i, offset): _page(s, '"auth api"', offset=offset, **kw)
+            for i, kw in enumerate(kinds)
+            for offset in (0, 5, 10, 25)
+        }
+        monkeypatch.setattr(SQLiteTransaction, "phrase_pages", False)
+        assert first == _page(s, '"auth api"')
+        for (i, offset), page in paged.items():
+            assert page == _page(s, '"auth api"', offset=offset, **kinds[i])
 
 
 def test_a_prefix_is_walked_once_per_search(

@@ -123,13 +123,13 @@ def _index_candidates(
         # from the materialised list): then the filtered list is already exact.
         inner = (
             f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
-            f"WHERE {match_sql} ORDER BY score LIMIT ?"
+            f"WHERE {match_sql} ORDER BY score, rid DESC LIMIT ?"
         )
         fast = (
             f"WITH f AS MATERIALIZED ({inner}) "
             "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM f) "
             f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
-            "ORDER BY f.score"
+            "ORDER BY f.score, m.id DESC"
         )
         scanned = 0
         rows = []
@@ -141,7 +141,8 @@ def _index_candidates(
         complete = bool(rows) and scanned < 2 * k
         if len(rows) >= k or complete or (not where and not join_sessions):
             return rows[:k]
-        score, order_by = f"bm25({table}{weights})", "score"
+        # Equal scores: the newer row first, as the final sort orders them.
+        score, order_by = f"bm25({table}{weights})", "score, m.id DESC"
     else:
         # Newest/oldest walk the index in rowid order, which FTS5 serves without sorting
         # and stops after k rows (rowids grow with insertion; the page is then sorted by
@@ -166,16 +167,18 @@ def _rare_phrase(
     k: int,
     total: int,
 ) -> list[tuple[int, str, float, float]] | None:
-    """The best k rows of a phrase found in at most COMMON_DF rows, in one statement; None
-    when it is found in more, or when its words are too common to rank it unprobed.
+    """The best k rows of a phrase found in at most COMMON_DF rows; None when it is found
+    in more, or when its words are too common to rank it unprobed.
 
     A phrase found in few rows is ranked by FTS5's bm25() (see _bounded_candidates), and
     its density probe walks every one of its matches first, checking positions over the
     doclists of all its words: a third of the whole cost. A phrase occurs in no more rows
     than its rarest word, so when that word is in at most bm25.EXACT_ROWS rows (its own
-    probe reads one doclist), ranking every match is cheap and the count of matches
-    rides along: at most COMMON_DF, this is the answer the probe would have led to.
-    Otherwise (or when filters leave too few rows) the caller's steps run.
+    probe reads one doclist), bm25() is cheap to start (it counts the phrase's rows) and
+    one statement walks the phrase newest first, scoring its COMMON_DF + 1 newest rows:
+    at most COMMON_DF of them is every match, ranked (equal scores: the newer row
+    first) and joined with their messages best first until k pass the filters. More is
+    a common phrase: the walk is kept for the caller's newest-first steps.
     """
     if "*" in leaf:
         return None
@@ -188,25 +191,19 @@ def _rare_phrase(
     if bound > bm25.EXACT_ROWS:
         return None
     weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
-    where, params = filter_sql(filters)
-    join_sessions = joined_sessions(filters)
-    sql = (
-        f"WITH a AS MATERIALIZED (SELECT rowid AS rid, bm25({table}{weights}) AS score "
-        f"FROM {table} WHERE {table} MATCH ?), "
-        "f AS MATERIALIZED (SELECT rid, score FROM a ORDER BY score LIMIT ?) "
-        "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM a) "
-        f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
-    )
-    rows: list[tuple[int, str, float, float]] = []
-    matches = None
-    for r in walks.conn.execute(sql, [leaf, 2 * k, *params]):
-        rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
-        matches = int(r[4])
-    if matches is None or matches > COMMON_DF:
+    scored = [
+        (int(r[0]), float(r[1]))
+        for r in walks.conn.execute(
+            f"SELECT rowid, bm25({table}{weights}) FROM {table} WHERE {table} MATCH ? "
+            "ORDER BY rowid DESC LIMIT ?",
+            (leaf, COMMON_DF + 1),
+        )
+    ]
+    walks.keep(table, leaf, [rid for rid, _ in scored], COMMON_DF + 1)
+    if len(scored) > COMMON_DF:
         return None
-    if len(rows) >= k or matches < 2 * k or (not where and not join_sessions):
-        return rows[:k]
-    return None
+    scored.sort(key=lambda r: (r[1], -r[0]))
+    return _join_ranked(walks.conn, scored, filters, k)
 
 
 def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:
