@@ -100,11 +100,6 @@ class Walks:
         self._lists[(table, match)] = (ids, limit)
         return ids
 
-    def keep(self, table: str, match: str, ids: list[int], limit: int) -> None:
-        """Keep the newest ``limit`` row ids of ``match`` (``ids``, newest first) that
-        another statement of the search walked, for the later steps."""
-        self._lists[(table, match)] = (ids, limit)
-
     @staticmethod
     def costly(match: str) -> bool:
         """True for a MATCH whose walk costs more than reading one doclist: a prefix (it

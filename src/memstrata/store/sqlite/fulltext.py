@@ -172,38 +172,37 @@ def _rare_phrase(
 
     A phrase found in few rows is ranked by FTS5's bm25() (see _bounded_candidates), and
     its density probe walks every one of its matches first, checking positions over the
-    doclists of all its words: a third of the whole cost. A phrase occurs in no more rows
-    than its rarest word, so when that word is in at most bm25.EXACT_ROWS rows (its own
-    probe reads one doclist), bm25() is cheap to start (it counts the phrase's rows) and
-    one statement walks the phrase newest first, scoring its COMMON_DF + 1 newest rows:
-    at most COMMON_DF of them is every match, ranked (equal scores: the newer row
-    first) and joined with their messages best first until k pass the filters. More is
-    a common phrase: the walk is kept for the caller's newest-first steps.
+    doclists of all its words, newest first (a backward walk, dearer than a forward
+    one): a third of the whole cost. A phrase occurs in no more rows than its rarest
+    word, so when a word is in at most bm25.EXACT_ROWS rows (its own probe reads one
+    doclist), ranking every match is cheap: one statement ranks them (equal scores: the
+    newer row first, the order of the final sort) and hands back at most COMMON_DF + 1
+    of them. At most COMMON_DF is every match, joined with their messages best first
+    until k pass the filters: the answer the probe would have led to. More is a common
+    phrase, left to the caller's steps.
     """
     if "*" in leaf:
         return None
     table = _TABLES[index]
-    words = re.findall(r"[^\W_]+", leaf)
-    bound = min(
-        (bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] for w in words),
-        default=float(total),
-    )
-    if bound > bm25.EXACT_ROWS:
+    # The longest word first: usually the rarest, and one rare word is enough.
+    words = sorted(re.findall(r"[^\W_]+", leaf), key=len, reverse=True)
+    if not any(
+        bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] <= bm25.EXACT_ROWS
+        for w in words
+    ):
         return None
     weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
-    scored = [
+    ranked = [
         (int(r[0]), float(r[1]))
         for r in walks.conn.execute(
-            f"SELECT rowid, bm25({table}{weights}) FROM {table} WHERE {table} MATCH ? "
-            "ORDER BY rowid DESC LIMIT ?",
+            f"SELECT rowid, bm25({table}{weights}) AS score FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY score, rowid DESC LIMIT ?",
             (leaf, COMMON_DF + 1),
         )
     ]
-    walks.keep(table, leaf, [rid for rid, _ in scored], COMMON_DF + 1)
-    if len(scored) > COMMON_DF:
+    if len(ranked) > COMMON_DF:
         return None
-    scored.sort(key=lambda r: (r[1], -r[0]))
-    return _join_ranked(walks.conn, scored, filters, k)
+    return _join_ranked(walks.conn, ranked, filters, k)
 
 
 def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:
