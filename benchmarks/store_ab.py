@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/store_ab.py --db-dir PATH --baseline-src PATH/src
-        [--size 1000000] [--classes phrase,word] [--rounds 3] [--repeats 3]
+        [--baseline-label COMMIT] [--size 1000000] [--classes phrase,word]
+        [--rounds 3] [--repeats 3]
         [--hermes-python PATH] [--recall-before MD --recall-after MD]
         [--note TEXT] --out benchmarks/results/store_1m_phrase.md
 
@@ -184,7 +185,7 @@ def recall_rows(path: Path) -> list[str]:
             heading = line.lstrip("# ").strip()
         elif line.startswith("| system"):
             header = line
-        elif line.startswith(("| memstrata |", "| memstrata (keyword")):
+        elif line.startswith("| memstrata"):
             out.append(f"{heading}\t{header}\t{line}")
     return out
 
@@ -241,18 +242,21 @@ def render(results: dict[str, Any]) -> str:
             "## Recall before and after (keyword search, `benchmarks/recall.py`)",
             "",
         ]
+        # One table per recall table kind: its rows before and after, side by side.
+        tables: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for side in ("before", "after"):
-            lines.append(f"**{side}**")
-            lines.append("")
-            last_header = None
             for row in recall[side]:
                 heading, header, line = row.split("\t")
-                if header != last_header:
-                    rule = "|" + "---|" * (header.count("|") - 1)
-                    lines += ["", f"{heading}:", "", header, rule]
-                    last_header = header
-                lines.append(line)
-            lines.append("")
+                tables.setdefault((heading, header), []).append((side, line))
+        for (heading, header), rows in tables.items():
+            lines += [
+                f"{heading}:",
+                "",
+                "| version " + header,
+                "|---" + "|---" * (header.count("|") - 1) + "|",
+                *(f"| {side} {line}" for side, line in rows),
+                "",
+            ]
     if results.get("findings"):
         lines += ["## Where the time goes", "", results["findings"], ""]
     return "\n".join(lines) + "\n"
@@ -263,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--db-dir", type=Path, help="the databases kept by store.py --db-dir")
     parser.add_argument("--baseline-src", type=Path, help="src folder of the version before")
+    parser.add_argument(
+        "--baseline-label", help="its commit, when --baseline-src is not in a git checkout"
+    )
     parser.add_argument("--size", type=int, default=1_000_000)
     parser.add_argument("--classes", default="phrase", help="query classes, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
@@ -299,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
-        "before": commit_of(args.baseline_src),
+        "before": args.baseline_label or commit_of(args.baseline_src),
         "after": commit_of(SRC),
         "load_before": store.load_average(),
     }
