@@ -331,6 +331,11 @@ class Transaction(abc.ABC):
 
     # -- search --------------------------------------------------------------------------
 
+    # True when :meth:`candidates` ranks a lone phrase (``CompiledQuery.lone_phrase``) in
+    # the final order (equal scores: the newer message first), so that a page of results
+    # needs only ``offset + limit`` candidates.
+    phrase_pages: bool = False
+
     @abc.abstractmethod
     def candidates(
         self, compiled: CompiledQuery, filters: Filters, k: int, order: Order

@@ -153,8 +153,15 @@ def rank_query(
     # last turn (query.transcript).
     read = readings(query)
     compiled, windows, date_only = dated_query(query if read is None else read.whole, dates=dates)
+    first = k
+    alone = read is None and not (by_session or speakers or embedder is not None or subqueries)
+    if want and alone and compiled.lone_phrase and tx.phrase_pages:
+        # A page of messages for one quoted phrase: the backend ranks it in page order,
+        # so the page is all it needs to read (its best row, the score's scale, is on
+        # it). Sessions, vectors and boosts need the wider set.
+        first = min(k, want)
     found = (
-        {c.id: c for c in tx.candidates(compiled, filters, k, "rank")}
+        {c.id: c for c in tx.candidates(compiled, filters, first, "rank")}
         if not compiled.is_empty
         else {}
     )
