@@ -279,9 +279,7 @@ class StoreContractSuite:
         assert found and found[0]["session_id"] == "zh"
         _shape(found[0], SessionHit)
 
-    def test_a_long_chinese_dialogue_finds_the_memory_of_its_rare_words(
-        self, store: Store
-    ) -> None:
+    def test_a_long_chinese_dialogue_finds_the_memory_of_its_rare_words(self, store: Store) -> None:
         # The dialogue repeats small talk that many sessions hold (more distinct bigrams
         # than a search may look up), and names the memory once, in rare words.
         _conversation(store, "magic", "元旦晚会上我表演了魔术，大家都很喜欢。")
