@@ -138,9 +138,11 @@ def term_frequency(vector: Vector, groups: Groups) -> int:
     for pattern in groups:
         (first, _, prefix), rest = pattern[0], pattern[1:]
         starts = _positions(vector, first, prefix)
-        if rest and starts:
-            others = [(set(_positions(vector, lex, pre)), off) for lex, off, pre in rest]
-            starts = [p for p in starts if all(p + off in ps for ps, off in others)]
+        for lexeme, offset, last in rest:
+            if not starts:
+                break  # a long phrase stops at its first lexeme the row lacks
+            follow = set(_positions(vector, lexeme, last))
+            starts = [p for p in starts if p + offset in follow]
         counts.append(len(starts))
     return min(counts, default=0)
 
