@@ -60,9 +60,13 @@ def test_bm25_is_fts5s_formula() -> None:
 
 def test_vectors_and_phrases_read_as_the_server_writes_them() -> None:
     vector = ranking.parse_vector("'art':2,4 'art-show':1 'it''s':7 'show':3")
-    assert vector == {"art": [2, 4], "art-show": [1], "it's": [7], "show": [3]}
+    assert vector == {"'art'": "2,4", "'art-show'": "1", "'it''s'": "7", "'show'": "3"}
+    assert ranking.vector_length(vector) == 5
+    assert ranking.text_length("'art':2,4 'art-show':1 'it''s':7 'show':3") == 5
+    # A lexeme with a space (never written by the store) is read all the same.
+    assert ranking.parse_vector("'a b':1,3 'c':2") == {"'a b'": "1,3", "'c'": "2"}
     phrase = ranking.phrase_patterns("'art-show' <-> 'art' <2> 'show'")
-    assert phrase == ((("art-show", 0, False), ("art", 1, False), ("show", 3, False)),)
+    assert phrase == ((("'art-show'", 0, False), ("'art'", 1, False), ("'show'", 3, False)),)
     assert ranking.term_frequency(vector, ranking.phrase_patterns("'art'")) == 2
     assert ranking.term_frequency(vector, ranking.phrase_patterns("'art' <-> 'show'")) == 1
     assert ranking.term_frequency(vector, ranking.phrase_patterns("'show' <-> 'art'")) == 1

@@ -96,9 +96,9 @@ def bound_query(
         # (query term frequency), and in pasted text or a dialogue the last words are
         # the current topic and the question. Measured on both halves of the MADial
         # dev set (PostgreSQL R@5 0.213/0.249 in reading order, 0.360/0.425 so).
-        # The rarest first when the tenant's statistics say (a long Chinese dialogue is
-        # hundreds of bigrams of the same length, most of them in many rows: MADial dev
-        # R@5 on PostgreSQL 0.395 by length, see benchmarks/results/recall_postgres_madial.md).
+        # The rarest first by the tenant's statistics: a long Chinese dialogue is
+        # hundreds of bigrams of one length, most of them in many rows, and its memory
+        # is found by the few rare ones wherever the dialogue says them.
         counts = Counter(leaf.text for leaf in leaves)
         rare = rarity or {}
         order.sort(

@@ -49,15 +49,18 @@ from memstrata.store.rank import COMMON_DF
 __all__ = [
     "SAMPLE_ROWS",
     "Sample",
+    "cjk_groups",
     "parse_vector",
+    "vector_length",
     "phrase_patterns",
     "sample",
     "score",
     "term_frequency",
+    "text_length",
 ]
 
 Conn = psycopg.Connection[Any]
-Vector = dict[str, list[int]]
+Vector = dict[str, str]
 # (lexeme, offset from the phrase's first lexeme, prefix) for each lexeme of a phrase.
 Pattern = tuple[tuple[str, int, bool], ...]
 # A term in one index: every group must be found (a phrase each); None: not in the index.
@@ -72,31 +75,47 @@ CACHED_TENANTS = 64
 # Word lexemes of a term text under the word configuration (phraseto_tsquery is
 # deterministic for a configuration), so a repeated term costs no round trip.
 CACHED_TERMS = 20_000
+# Up to this many lexemes in a query's index, only they are read from a row's vector
+# (filtered by the server) instead of the whole vector.
+PICKED_LEXEMES = 32
 
-_LEXEME = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
-_QUERY_ITEM = re.compile(r"'((?:[^']|'')*)'(:\*)?|<(\d+|-)>|(&|\||!|\(|\))")
+_LEXEME = re.compile(r"('(?:[^']|'')*')(?::([0-9A-D,]+))?")
+_QUERY_ITEM = re.compile(r"('(?:[^']|'')*')(:\*)?|<(\d+|-)>|(&|\||!|\(|\))")
 
 
-def _unescape(lexeme: str) -> str:
-    return lexeme.replace("''", "'").replace("\\\\", "\\")
+def _unquoted(lexeme: str) -> str:
+    """A quoted lexeme as its text (what ``setweight`` takes)."""
+    return lexeme[1:-1].replace("''", "'").replace("\\\\", "\\")
 
 
 def parse_vector(text: str | None) -> Vector:
-    """A ``tsvector``'s text form as {lexeme: positions}."""
+    """A ``tsvector``'s text form as {quoted lexeme: its positions as written}.
+
+    Lexemes stay quoted as the server writes them (``'it''s'``), which is also how a
+    ``tsquery`` writes them, so no unescaping is needed; the positions are read only for
+    the lexemes a query holds. A split on spaces reads a row in microseconds; a lexeme
+    with a space or without positions (never written by the store) takes the regex.
+    """
     if not text:
         return {}
-    out: Vector = {}
-    for match in _LEXEME.finditer(text):
-        positions = match.group(2)
-        out[_unescape(match.group(1))] = (
-            [int(p.rstrip("ABCD")) for p in positions.split(",")] if positions else [1]
-        )
-    return out
+    items = text.split(" ")
+    if text.count("':") == len(items):
+        try:
+            return dict(item.rsplit(":", 1) for item in items)
+        except ValueError:
+            pass
+    return {m.group(1): m.group(2) or "1" for m in _LEXEME.finditer(text)}
 
 
-def _length(vector: Vector) -> int:
+def vector_length(vector: Vector) -> int:
     """A row's length in tokens: all its positions (a token at each)."""
-    return sum(len(p) for p in vector.values())
+    return sum(p.count(",") for p in vector.values()) + len(vector)
+
+
+def text_length(text: str | None) -> int:
+    """:func:`vector_length` of a ``tsvector``'s text form, without reading it: a comma
+    between positions, one lexeme per closing quote and colon."""
+    return text.count(",") + text.count("':") if text else 0
 
 
 def phrase_patterns(query: str) -> Groups:
@@ -111,7 +130,8 @@ def phrase_patterns(query: str) -> Groups:
     for match in _QUERY_ITEM.finditer(query):
         lexeme, prefix, distance, op = match.groups()
         if lexeme is not None:
-            current.append((_unescape(lexeme), offset, bool(prefix)))
+            # A prefix is matched on the quoted form without its closing quote.
+            current.append((lexeme[:-1] if prefix else lexeme, offset, bool(prefix)))
         elif distance is not None:
             offset += 1 if distance == "-" else int(distance)
         elif op in ("&", "|", "!"):
@@ -125,10 +145,16 @@ def phrase_patterns(query: str) -> Groups:
     return tuple(groups)
 
 
-def _positions(vector: Vector, lexeme: str, prefix: bool) -> list[int]:
+def _written(vector: Vector, lexeme: str, prefix: bool) -> list[str]:
+    """The positions (as written) of ``lexeme``, or of every lexeme it is a prefix of."""
     if not prefix:
-        return vector.get(lexeme, [])
-    return [p for lex, ps in vector.items() if lex.startswith(lexeme) for p in ps]
+        found = vector.get(lexeme)
+        return [found] if found is not None else []
+    return [ps for lex, ps in vector.items() if lex.startswith(lexeme)]
+
+
+def _positions(vector: Vector, lexeme: str, prefix: bool) -> list[int]:
+    return [int(p.rstrip("ABCD")) for ps in _written(vector, lexeme, prefix) for p in ps.split(",")]
 
 
 def term_frequency(vector: Vector, groups: Groups) -> int:
@@ -137,6 +163,9 @@ def term_frequency(vector: Vector, groups: Groups) -> int:
     counts = []
     for pattern in groups:
         (first, _, prefix), rest = pattern[0], pattern[1:]
+        if not rest:
+            counts.append(sum(ps.count(",") + 1 for ps in _written(vector, first, prefix)))
+            continue
         starts = _positions(vector, first, prefix)
         for lexeme, offset, last in rest:
             if not starts:
@@ -157,7 +186,7 @@ class _Index:
 
     def add(self, rid: int, vector: Vector) -> None:
         self.vectors[rid] = vector
-        self.tokens += _length(vector)
+        self.tokens += vector_length(vector)
         for lexeme in vector:
             self.holders.setdefault(lexeme, set()).add(rid)
 
@@ -165,7 +194,7 @@ class _Index:
         vector = self.vectors.pop(rid, None)
         if vector is None:
             return
-        self.tokens -= _length(vector)
+        self.tokens -= vector_length(vector)
         for lexeme in vector:
             held = self.holders.get(lexeme)
             if held is not None:
@@ -173,8 +202,13 @@ class _Index:
                 if not held:
                     del self.holders[lexeme]
 
+    def copy(self) -> _Index:
+        return _Index(dict(self.vectors), {k: set(v) for k, v in self.holders.items()}, self.tokens)
+
     def count(self, groups: Groups) -> int:
         """Sampled rows holding the term."""
+        if len(groups) == 1 and len(groups[0]) == 1 and not groups[0][0][2]:
+            return len(self.holders.get(groups[0][0][0], ()))
         return len(self.rows(groups))
 
     def rows(self, groups: Groups) -> set[int]:
@@ -200,6 +234,8 @@ class Sample:
     ids: list[int] = field(default_factory=list)
     word: _Index = field(default_factory=_Index)
     cjk: _Index = field(default_factory=_Index)
+    # (index, groups) -> frequency, for this state of the sample.
+    known: dict[tuple[str, Groups], float] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -215,7 +251,15 @@ class Sample:
 
     def frequency(self, index: str, groups: Groups) -> float:
         """The term's estimated number of rows in the tenant's ``index``."""
-        return self._side(index).count(groups) * self.scale()
+        key = (index, groups)
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = self._side(index).count(groups) * self.scale()
+        return found
+
+    def copy(self) -> Sample:
+        """A copy to update while searches read this one."""
+        return Sample(self.total, self.newest, list(self.ids), self.word.copy(), self.cjk.copy())
 
     def nrow(self, index: str) -> float:
         """The rows of the tenant's ``index`` (the CJK index holds the rows with CJK)."""
@@ -267,9 +311,17 @@ def sample(conn: Conn, ns: str) -> Sample:
     key = (conn.info.dsn, str(row["schema"]), ns)
     total, newest = int(row["total"]), int(row["newest"] or 0)
     with _lock:
-        known = _samples.pop(key, None)
+        known = _samples.get(key)
     if known is None or newest < known.newest or total < known.total:
         known = Sample()  # first search, or rows were deleted: read it afresh
+    elif newest > known.newest or max(total, known.rows) != known.total:
+        # Other threads may be reading the kept sample: update a copy.
+        known = known.copy()
+    else:
+        with _lock:
+            if key in _samples:
+                _samples.move_to_end(key)
+        return known
     if newest > known.newest or not known.ids:
         # "namespace = ANY" with ORDER BY namespace: the tenant's id index read backwards.
         fresh = conn.execute(
@@ -328,6 +380,7 @@ class _Lookup:
     def __init__(self, scored: Sequence[Scored]) -> None:
         self.by_first: dict[str, list[Scored]] = {}
         self.prefixed: list[Scored] = []
+        self.lexemes = sorted({lex for s in scored for g in s.groups for lex, _, _ in g})
         for s in scored:
             lexeme, _, prefix = s.groups[0][0]
             if prefix:
@@ -338,8 +391,17 @@ class _Lookup:
     def __bool__(self) -> bool:
         return bool(self.by_first or self.prefixed)
 
+    @property
+    def whole(self) -> bool:
+        """True when a row's whole vector is read: a prefix (its lexemes are not known
+        in advance) or more than PICKED_LEXEMES lexemes; else only the query's."""
+        return bool(self.prefixed) or len(self.lexemes) > PICKED_LEXEMES
+
     def candidates(self, vector: Vector) -> list[Scored]:
-        found = [s for lexeme in vector for s in self.by_first.get(lexeme, ())]
+        if len(self.by_first) < len(vector):
+            found = [s for lexeme, ss in self.by_first.items() if lexeme in vector for s in ss]
+        else:
+            found = [s for lexeme in vector for s in self.by_first.get(lexeme, ())]
         return found + self.prefixed
 
 
@@ -355,10 +417,26 @@ def term_groups(
         word[t] = _prefixed(words.get(text, ()), prefix)
     cjk: dict[Term, Groups] = {}
     for t in terms:
-        query = cjk_query(t.cjk) if t.cjk else None
-        if query:
-            cjk[t] = phrase_patterns(query)
+        groups = cjk_groups(t.cjk, cjk_query) if t.cjk else ()
+        if groups:
+            cjk[t] = groups
     return word, cjk
+
+
+def cjk_groups(rendered: str, cjk_query: Any) -> Groups:
+    """A term's CJK rendering (``"修改 改"``) as groups, through ``cjk_query`` (its
+    ``tsquery`` text), kept: a long Chinese query renders thousands of them."""
+    key = "\x00" + rendered  # apart from the word texts kept in the same cache
+    with _lock:
+        known = _lexemes.get(key)
+    if known is None:
+        query = cjk_query(rendered)
+        known = phrase_patterns(query) if query else ()
+        with _lock:
+            _lexemes[key] = known
+            while len(_lexemes) > CACHED_TERMS:
+                _lexemes.popitem(last=False)
+    return known
 
 
 def _word_text(term: Term) -> tuple[str, bool]:
@@ -385,8 +463,8 @@ def match_groups(
     word = [(m.group(1).replace('""', '"'), bool(m.group(2))) for m in _phrases(compiled, "word")]
     lexemes = word_groups(conn, [text for text, _ in word], config)
     out["word"] = [g for g in (_prefixed(lexemes[t], p) for t, p in word) if g]
-    cjk = [cjk_query(m.group(0)) for m in _phrases(compiled, "cjk")]
-    out["cjk"] = [g for g in (phrase_patterns(q) for q in cjk if q) if g]
+    cjk = [cjk_groups(m.group(0), cjk_query) for m in _phrases(compiled, "cjk")]
+    out["cjk"] = [g for g in cjk if g]
     return out
 
 
@@ -453,16 +531,6 @@ def score(
     """
     if not rows:
         return []
-    ids = [int(r["id"]) for r in rows]
-    found = {
-        int(r["id"]): r
-        for r in conn.execute(
-            "SELECT id, tsv::text AS word, cjk::text AS cjk"
-            + (", content, tool_name, tool_calls" if substrings else "")
-            + " FROM messages WHERE namespace = %s AND id = ANY(%s)",
-            (ns, ids),
-        ).fetchall()
-    }
     phrases = match_groups(conn, compiled, config, cjk_query)
     sides = [
         (name, _Lookup(_scored(phrases[name], name, stats)), stats.average(name))
@@ -475,25 +543,50 @@ def score(
             (word.get(t, ()), term_needle(t), bm25.idf(stats.total, n))
             for t, n in substrings.items()
         ]
+    columns, params = [], []
+    for (name, lookup, _), column in zip(sides, ("tsv", "cjk"), strict=True):
+        if lookup.whole:
+            columns.append(f"{column}::text AS {name}")
+            continue
+        # Only the query's lexemes leave the server (setweight marks them, ts_filter
+        # keeps them), with the row's length: its lexemes and the commas between
+        # positions of its text form.
+        columns.append(
+            f"ts_filter(setweight({column}, 'A', %s::text[]), '{{a}}')::text AS {name}, "
+            f"length({column}) + length({column}::text) "
+            f"- length(replace({column}::text, ',', '')) AS {name}_length"
+        )
+        params.append([_unquoted(lex) for lex in lookup.lexemes])
+    if substrings:
+        columns.append("content, tool_name, tool_calls")
+    found = {
+        int(r["id"]): r
+        for r in conn.execute(
+            f"SELECT id, {', '.join(columns)} FROM messages WHERE namespace = %s AND id = ANY(%s)",
+            (*params, ns, [int(r["id"]) for r in rows]),
+        ).fetchall()
+    }
     cands = []
     for r in rows:
         rid = int(r["id"])
         vectors = found.get(rid, {})
         total = 0.0
         for name, lookup, average in sides:
-            vector = parse_vector(vectors.get(name))
-            if not vector or not lookup:
+            text = vectors.get(name)
+            if not text or not lookup:
                 continue
-            length = _length(vector)
+            vector = parse_vector(text)
+            length = int(vectors.get(f"{name}_length") or text_length(text))
             for s in lookup.candidates(vector):
                 tf = term_frequency(vector, s.groups)
                 total += s.times * s.idf * bm25.gain(tf, length, average)
         if extra:
             text = _text(vectors)
             vector = parse_vector(vectors.get("word"))
+            length = int(vectors.get("word_length") or text_length(vectors.get("word")))
             for groups, needle, weight in extra:
                 if needle and needle in text and not term_frequency(vector, groups):
-                    total += weight * bm25.gain(1, _length(vector), stats.average("word"))
+                    total += weight * bm25.gain(1, length, stats.average("word"))
         cands.append(Candidate(rid, str(r["session_id"]), float(r["timestamp"]), {}, total))
     top = max((c.score for c in cands), default=0.0)
     for c in cands:
