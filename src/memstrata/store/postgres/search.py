@@ -28,7 +28,6 @@ search's transaction, so a table never analyzed is searched the same way.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from memstrata.query.compile import CompiledQuery, Node, Term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
+from memstrata.store.postgres import ranking
 from memstrata.store.postgres.bounds import SEARCH_TIMEOUT_MS, bound_query, substring_budget
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
@@ -465,29 +465,6 @@ def _walk_windows(
         window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4))
 
 
-def _score(
-    rows: Sequence[dict[str, Any]], dfs: Sequence[int], total: int, n_terms: int
-) -> list[Candidate]:
-    """BM25-like scores of the candidate rows, best first.
-
-    Each term weighs its BM25 IDF (the +1 keeps it positive for terms in most rows) times
-    its rank in the row scaled to the term's best candidate; the best hit scores 1.0.
-    """
-    idf = [math.log(1 + (max(total, df) - df + 0.5) / (df + 0.5)) for df in dfs]
-    best = [max((float(r[f"r{i}"]) for r in rows), default=0.0) for i in range(n_terms)]
-    cands = []
-    for r in rows:
-        score = sum(idf[i] * float(r[f"r{i}"]) / best[i] for i in range(n_terms) if best[i] > 0)
-        cands.append(
-            Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, score)
-        )
-    top = max((c.score for c in cands), default=0.0)
-    for c in cands:
-        c.score = c.score / top if top > 0 else 0.0
-    cands.sort(key=lambda c: (-c.score, -c.id))
-    return cands
-
-
 def collect_candidates(
     conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
 ) -> list[Candidate]:
@@ -496,12 +473,20 @@ def collect_candidates(
     The work is bounded (:mod:`memstrata.store.postgres.bounds`): the query's terms are
     capped, few of them scan for substrings, and every statement has a timeout.
     """
-    compiled = bound_query(compiled)
     if compiled.tree is None:
         return []
     try:
         with planner(conn, statement_timeout=f"{SEARCH_TIMEOUT_MS}ms", **SEARCH_PLAN):
-            return _collect(conn, ns, compiled, filters, k=k, order=order)
+            if order != "rank":
+                return _collect(conn, ns, bound_query(compiled), filters, k=k, order=order)
+            # Ranked: every term scores the candidates, the rarest find them.
+            stats = ranking.sample(conn, ns)
+            terms = list(dict.fromkeys(compiled.tree.positive_terms()))
+            rarity = ranking.rarity(conn, terms, stats, TS_CONFIG, cjk_tsquery)
+            bounded = bound_query(compiled, rarity=rarity)
+            return _collect(
+                conn, ns, bounded, filters, k=k, order=order, stats=(stats, terms, compiled)
+            )
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
             f"The search ran past its {SEARCH_TIMEOUT_MS / 1000:g} s bound and was stopped. "
@@ -513,7 +498,14 @@ _FAILED = psycopg.pq.TransactionStatus.INERROR
 
 
 def _collect(
-    conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
+    conn: Conn,
+    ns: str,
+    compiled: CompiledQuery,
+    filters: Filters,
+    *,
+    k: int,
+    order: Order,
+    stats: tuple[ranking.Sample, list[Term], CompiledQuery] | None = None,
 ) -> list[Candidate]:
     assert compiled.tree is not None
     where, params = filter_sql(ns, filters)
@@ -549,6 +541,22 @@ def _collect(
         return []
     probed.add(conn, ns, [a for t in terms for a in t.arms])
     dfs, total = [probed.df(t) for t in terms], probed.total
+    assert stats is not None  # a ranked search has its statistics
+    # Terms a substring scan serves: found in rows the word and CJK indexes miss.
+    substrings = {t.term: probed.df(t) for t in terms if any(" ILIKE " in a for a, _ in t.arms)}
+
+    def scored(found: Sequence[dict[str, Any]]) -> list[Candidate]:
+        return ranking.score(
+            conn,
+            ns,
+            found,
+            stats[2],
+            stats[0],
+            config=TS_CONFIG,
+            cjk_query=cjk_tsquery,
+            substrings=substrings,
+        )
+
     if compiled.leaves is None:
         # Boolean query: rank its newest BOOLEAN_RANKED matches. Every match holds each
         # term the tree requires; when one of them is rare its probe returned all its
@@ -572,19 +580,26 @@ def _collect(
             total=total,
             selective=bool(rare_required) or max(dfs) < COMMON_DF,
         )
-        return _score(ranked, dfs, total, len(terms))
+        return scored(ranked)
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
     rare = [t for t, df in zip(terms, dfs, strict=True) if df < COMMON_DF]
     common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
     found: list[dict[str, Any]] = []
-    if rare:
+    # A small tenant's rows holding any term, from its statistics (see ranking.holders).
+    held = ranking.holders(conn, stats[1], stats[0], TS_CONFIG, cjk_tsquery)
+    if rare or held:
         # The probes returned every row of the rare terms: filtered and ranked by id.
-        ids = sorted({i for t in rare for i in probed.rows(t)})
+        ids = sorted({i for t in rare for i in probed.rows(t)} | held)
         ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
         found = conn.execute(
             f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m "
             f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-            [*(p for t in terms for p in t.rank_params), *params, ids, COMMON_DF * len(rare)],
+            [
+                *(p for t in terms for p in t.rank_params),
+                *params,
+                ids,
+                COMMON_DF * max(len(rare), 1),
+            ],
         ).fetchall()
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
@@ -600,7 +615,7 @@ def _collect(
             selective=False,
             exclude=[int(r["id"]) for r in found],
         )
-    return _score(found, dfs, total, len(terms))
+    return scored(found)
 
 
 class SearchRows(Transaction):
