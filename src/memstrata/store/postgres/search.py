@@ -56,6 +56,13 @@ Conn = psycopg.Connection[Any]
 RANK_NORMALIZATION = 1
 # The first window of the newest-first walk (see _walk_newest), in rows of the tenant.
 WALK_WINDOW = 2000
+# The most rows of the tenant one walk reads: matches of common terms older than the
+# newest MAX_WALK rows are not looked for (a bound on the work, whatever the terms).
+MAX_WALK = 16_000
+# The tenant's newest rows that tell common terms from rare ones (see _probe), and the
+# fewest of them a term must be found in to pass for common.
+SAMPLE_ROWS = 2000
+SAMPLE_MIN_HITS = 3
 # A row fetched through a GIN bitmap costs about this many rows read by the newest-first
 # walk (scattered heap pages against an id range read in order; measured on the
 # benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
@@ -64,12 +71,13 @@ BITMAP_ROW_COST = 5
 # missing: a server with autovacuum off, a table just bulk-loaded). A sequential scan of
 # a table shared by every tenant is never the right way to search one; counts go through
 # the GIN bitmaps; the newest-first walk reads idx_messages_ns_id backwards.
-SEARCH_PLAN = {"enable_seqscan": "off"}
+# JIT off: the probes the sample spares still count in a statement's estimated cost,
+# which then passes jit_above_cost, and compiling took longer than the search (200 ms
+# for a question at 1M messages).
+SEARCH_PLAN = {"enable_seqscan": "off", "jit": "off"}
 # (gin_fuzzy_search_limit would bound a common term's bitmap, but on these two-column
 # indexes it samples the tenant's own entry as well, so a common term of a big tenant
 # came back with a few hundred rows and passed for rare: not used.)
-PROBE_PLAN = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
-WALK_PLAN = {"enable_bitmapscan": "off", "enable_sort": "off"}
 
 
 @contextmanager
@@ -167,6 +175,9 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
             qparams = [text, text]
         else:
             qparams = [text]
+        # A scalar subquery is evaluated once per statement (phraseto_tsquery is only
+        # stable: as a plain call it was parsed again for every row it was tested on).
+        query = f"(SELECT {query})"
         preds.append(f"m.tsv @@ {query}")
         params += qparams
         ranks.append(f"ts_rank(m.tsv, {query}, {RANK_NORMALIZATION})")
@@ -270,53 +281,115 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
 
 
 def _probe(
-    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]
-) -> tuple[list[list[int]], int]:
-    """The ids of ``ns``'s rows each arm (one index's predicate) matches, at most
-    COMMON_DF of them, and the tenant's size (from the sessions' counters: far cheaper
-    than a count), in one statement.
+    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]], gates: Sequence[Sequence[int]]
+) -> tuple[list[list[int] | None], list[int], int, int]:
+    """Which arms (one index's predicate each) are common, and every id of the others,
+    with the tenant's size (from the sessions' counters: far cheaper than a count), in
+    one statement.
 
-    Each arm is one GIN probe read through a bitmap whose heap visits stop at COMMON_DF
-    rows. Fewer than COMMON_DF ids are all the arm's rows: a rare term's candidates,
-    found without a second probe.
+    The tenant's newest SAMPLE_ROWS rows are read first (``idx_messages_ns_id``) and each
+    arm is tested on them: an arm found in enough of them to hold COMMON_DF of the
+    tenant's rows is common, and is never probed through its GIN index (a common term's
+    bitmap is the costliest read a search can make). The other arms are probed: each
+    probe is read through a bitmap whose heap visits stop at COMMON_DF rows, so fewer ids
+    than that are all the arm's rows (a rare term's candidates). An arm with ``gates``
+    (arm indexes) is probed only when those arms found nothing at all (a substring scan
+    for a term the word index does not know). Returns per arm its ids (None: common, or
+    gated off), its count in the sample, the sample's size and the tenant's size.
     """
-    probes = [
-        f"ARRAY(SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql} "
-        f"LIMIT {COMMON_DF}) AS a{i}"
-        for i, (sql, _) in enumerate(arms)
+    cols = ", ".join(f"{sql} AS h{i}" for i, (sql, _) in enumerate(arms))
+    counts = "".join(f", count(*) FILTER (WHERE h{i}) AS c{i}" for i in range(len(arms)))
+
+    def probe(i: int) -> str:
+        common = f"(c{i} >= {SAMPLE_MIN_HITS} AND c{i} * total >= {COMMON_DF} * n)"
+        closed = "".join(f" OR c{g} > 0 OR cardinality(a{g}) > 0" for g in gates[i])
+        # The CTE is planned for every match (a GIN bitmap), whatever LIMIT follows; a
+        # plain subquery with LIMIT may be planned as a walk of the tenant's id index.
+        return (
+            f"CASE WHEN NOT ({common}{closed}) THEN ARRAY(WITH x AS MATERIALIZED "
+            f"(SELECT m.id FROM messages m WHERE m.namespace = %s AND {arms[i][0]}) "
+            f"SELECT id FROM x LIMIT {COMMON_DF}) END AS a{i}"
+        )
+
+    free = [i for i in range(len(arms)) if not gates[i]]
+    gated = [i for i in range(len(arms)) if gates[i]]
+    sql = (
+        f"WITH s AS MATERIALIZED (SELECT {cols} FROM messages m WHERE m.namespace = %s "
+        "AND m.id = ANY(ARRAY(SELECT id FROM messages WHERE namespace = ANY(%s) "
+        f"ORDER BY namespace DESC, id DESC LIMIT {SAMPLE_ROWS}))), "
+        f"c AS MATERIALIZED (SELECT count(*) AS n{counts}, (SELECT "
+        "COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total FROM s), "
+        "p AS MATERIALIZED (SELECT c.*"
+        + "".join(", " + probe(i) for i in free)
+        + " FROM c) SELECT p.*"
+        + "".join(", " + probe(i) for i in gated)
+        + " FROM p"
+    )
+    params = [
+        *(v for _, ps in arms for v in ps),
+        ns,
+        [ns],
+        ns,
+        *(v for i in free for v in [ns, *arms[i][1]]),
+        *(v for i in gated for v in [ns, *arms[i][1]]),
     ]
-    with planner(conn, **PROBE_PLAN):
-        row = conn.execute(
-            "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions "
-            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in probes)}",
-            [ns, *(p for _, params in arms for p in [ns, *params])],
-        ).fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    return [[int(i) for i in row[f"a{i}"]] for i in range(len(arms))], int(row["total"])
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row
+    ids = [
+        None if row[f"a{i}"] is None else [int(x) for x in row[f"a{i}"]] for i in range(len(arms))
+    ]
+    hits = [int(row[f"c{i}"]) for i in range(len(arms))]
+    return ids, hits, int(row["n"]), int(row["total"])
 
 
 class Probed:
-    """The ids each arm matched (see :func:`_probe`), keyed by the arm's SQL and values."""
+    """What :func:`_probe` found of each arm, keyed by the arm's SQL and values."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, list[int]] = {}
+        self.ids: dict[str, list[int] | None] = {}
         self.total = 0
 
-    def add(self, conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> None:
-        """Probe the arms not probed yet."""
-        todo = list({_key(a): a for a in arms if _key(a) not in self.ids}.values())
+    def add(
+        self,
+        conn: Conn,
+        ns: str,
+        arms: Sequence[tuple[str, list[Any]]],
+        gates: Sequence[Sequence[tuple[str, list[Any]]]] = (),
+    ) -> None:
+        """Probe the arms not probed yet; ``gates[i]``: the arms whose finding anything
+        spares arm ``i`` its probe."""
+        todo = {_key(a): a for a in arms if _key(a) not in self.ids}
         if not todo and self.ids:
             return
-        found, self.total = _probe(conn, ns, todo)
-        self.ids.update({_key(a): ids for a, ids in zip(todo, found, strict=True)})
+        keys = list(todo)
+        gate_of = {_key(a): g for a, g in zip(arms, gates, strict=False)}
+        index = {k: i for i, k in enumerate(keys)}
+        found, _, _, self.total = _probe(
+            conn,
+            ns,
+            list(todo.values()),
+            [[index[_key(g)] for g in gate_of.get(k, ()) if _key(g) in index] for k in keys],
+        )
+        self.ids.update(zip(keys, found, strict=True))
+
+    def probed(self, arm: tuple[str, list[Any]]) -> bool:
+        """Whether the arm was probed (not common, not gated off)."""
+        return self.ids.get(_key(arm)) is not None
 
     def rows(self, term: TermSql) -> set[int]:
         """The term's rows seen by its arms' probes."""
-        return {i for arm in term.arms for i in self.ids[_key(arm)]}
+        return {i for arm in term.arms for i in self.ids.get(_key(arm)) or ()}
+
+    def common(self, term: TermSql) -> bool:
+        """Whether the term is in COMMON_DF rows or more (by the sample or its probes)."""
+        return (
+            any(_key(a) in self.ids and self.ids[_key(a)] is None for a in term.arms)
+            or len(self.rows(term)) >= COMMON_DF
+        )
 
     def df(self, term: TermSql) -> int:
         """The term's rows, counted up to COMMON_DF (exact below it)."""
-        return min(COMMON_DF, len(self.rows(term)))
+        return COMMON_DF if self.common(term) else len(self.rows(term))
 
 
 def _required(node: Node) -> set[Term]:
@@ -347,13 +420,22 @@ def _ranked_rows(
     total: int,
     selective: bool,
     exclude: Sequence[int] = (),
+    index: tuple[str, Sequence[Any]] | bool | None = None,
 ) -> list[dict[str, Any]]:
     """The newest ``limit`` rows matching ``where``, each with every term's rank.
 
     The candidates are chosen first (:func:`_newest_ids`), then only they are ranked.
     """
     ids = _newest_ids(
-        conn, ns, where, params, limit, total=total, selective=selective, exclude=exclude
+        conn,
+        ns,
+        where,
+        params,
+        limit,
+        total=total,
+        selective=selective,
+        exclude=exclude,
+        index=index,
     )
     if not ids:
         return []
@@ -375,8 +457,14 @@ def _newest_ids(
     total: int,
     selective: bool,
     exclude: Sequence[int] = (),
+    index: tuple[str, Sequence[Any]] | bool | None = None,
 ) -> list[int]:
     """Ids of the newest ``limit`` rows matching ``where`` (which scopes to ``ns``).
+
+    ``index``: a predicate every match satisfies that the GIN indexes serve, ANDed to
+    ``where`` by the bitmap plan only (``where`` itself then tests the matches on the
+    rows read; see :func:`_tested`). ``index=False``: no bitmap plan, the walk's rows
+    (bounded by MAX_WALK) are the answer.
 
     Two plans give the same rows. Matches of common terms are found by walking the
     tenant's rows newest first (:func:`_walk_newest`), which stops as soon as it has
@@ -388,35 +476,55 @@ def _newest_ids(
     skip = " AND NOT (m.id = ANY(%s))" if exclude else ""
     args = [*params, *([list(exclude)] if exclude else [])]
     if not selective:
-        walked = _walk_newest(conn, ns, where + skip, args, limit, total)
+        walked = _walk_newest(
+            conn, ns, where + skip, args, limit, total, give_up=index is not False
+        )
         if walked is not None:
             return walked
     # MATERIALIZED: every match through the indexes, then the newest; without it the
     # planner may prefer an ordered backward scan of the whole table (see above).
+    gin, gin_args = (f" AND {index[0]}", list(index[1])) if isinstance(index, tuple) else ("", [])
     rows = conn.execute(
-        f"WITH hits AS MATERIALIZED (SELECT m.id FROM messages m WHERE {where}{skip}) "
+        f"WITH hits AS MATERIALIZED (SELECT m.id FROM messages m WHERE {where}{gin}{skip}) "
         "SELECT id FROM hits ORDER BY id DESC LIMIT %s",
-        [*args, limit],
+        [*params, *gin_args, *([list(exclude)] if exclude else []), limit],
     ).fetchall()
     return [int(r["id"]) for r in rows]
 
 
 def _walk_newest(
-    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    total: int,
+    *,
+    give_up: bool = True,
 ) -> list[int] | None:
     """The newest ``limit`` matches, by reading the tenant's rows newest first.
 
     Windows of the tenant's newest rows (``idx_messages_ns_id``) are tested against
     ``where`` until ``limit`` matches are found or the tenant ends. After each window the
     matches seen so far estimate how many rows the rest needs, which sizes the next
-    window; None means fetching every match through the GIN indexes is cheaper.
+    window; None means fetching every match through the GIN indexes is cheaper (never,
+    with ``give_up=False``). At most MAX_WALK rows are read: what the walk found by then
+    is the answer.
+
+    ``where`` should test its terms on the rows read (:func:`_tested`), or the planner
+    may fetch a common term's every match through GIN to find the few in a window.
     """
-    with planner(conn, **WALK_PLAN):
-        return _walk_windows(conn, ns, where, params, limit, total)
+    return _walk_windows(conn, ns, where, params, limit, total, give_up)
 
 
 def _walk_windows(
-    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    total: int,
+    give_up: bool = True,
 ) -> list[int] | None:
     found: list[int] = []
     scanned = 0
@@ -449,20 +557,18 @@ def _walk_windows(
         ).fetchone()
         assert row is not None  # a SELECT without FROM returns one row
         found += [int(i) for i in row["ids"]]
-        if len(found) >= limit or row["low"] is None:  # enough, or the tenant's end
-            return found[:limit]
         scanned += window
+        if len(found) >= limit or row["low"] is None or scanned >= MAX_WALK:
+            return found[:limit]  # enough, the tenant's end, or the bound
         below = int(row["low"])
         # Rows still to read at the rate seen so far, against every match by bitmap.
         rate = len(found) / scanned
-        if rate == 0:
+        if give_up and (rate == 0 or (limit - len(found)) / rate > BITMAP_ROW_COST * rate * total):
             return None
-        needed = (limit - len(found)) / rate
-        if needed > BITMAP_ROW_COST * rate * total:
-            return None
+        needed = (limit - len(found)) / max(rate, 1 / MAX_WALK)
         # The next window: what the rate says is left (with a margin), growing at most
         # fourfold so that a rate read from few rows cannot send one huge window.
-        window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4))
+        window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4, MAX_WALK - scanned))
 
 
 def _score(
@@ -533,11 +639,18 @@ def _collect(
     probed = Probed()
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
-        # term only when the word index does not know the term at all: the word and CJK
-        # arms are probed first, in the statement that also reads the tenant's size.
+        # term only when the word index does not know the term at all: its trigram arm
+        # is probed only when its word and CJK arms found nothing, in the same statement.
         words = [term_sql(t, substrings=False) for t in positives]
-        probed.add(conn, ns, [a for w in words for a in w.arms])
-        known = {w.term for w in words if probed.rows(w)}
+        arms = [a for w in words for a in w.arms]
+        gates: list[Sequence[tuple[str, list[Any]]]] = [()] * len(arms)
+        for t, w in zip(positives, words, strict=True):
+            if t.trigram and t in allowed:
+                extra = [a for a in term_sql(t).arms if a not in w.arms]
+                arms += extra
+                gates += [w.arms] * len(extra)
+        probed.add(conn, ns, arms, gates)
+        known = {w.term for w in words if probed.common(w) or probed.rows(w)}
         renders = [
             term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
             for t, w in zip(positives, words, strict=True)
@@ -550,32 +663,15 @@ def _collect(
     probed.add(conn, ns, [a for t in terms for a in t.arms])
     dfs, total = [probed.df(t) for t in terms], probed.total
     if compiled.leaves is None:
-        # Boolean query: rank its newest BOOLEAN_RANKED matches. Every match holds each
-        # term the tree requires; when one of them is rare its probe returned all its
-        # rows, and the matches are among them. With only rare positive terms the
-        # matches are few and the indexes find them all.
-        by_term = {t.term: t for t in terms}
-        required = [by_term[t] for t in _required(compiled.tree) if t in by_term]
-        rare_required = [t for t in required if probed.df(t) < COMMON_DF]
-        where_all, where_params = f"{where} AND {pred}", [*params, *pred_params]
-        if rare_required:
-            rarest = min(rare_required, key=probed.df)
-            where_all += " AND m.id = ANY(%s)"
-            where_params.append(sorted(probed.rows(rarest)))
-        ranked = _ranked_rows(
-            conn,
-            ns,
-            where_all,
-            where_params,
-            BOOLEAN_RANKED,
-            terms,
-            total=total,
-            selective=bool(rare_required) or max(dfs) < COMMON_DF,
+        return _score(
+            _boolean_rows(conn, ns, compiled.tree, terms, probed, where, params, pred, pred_params),
+            dfs,
+            total,
+            len(terms),
         )
-        return _score(ranked, dfs, total, len(terms))
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
-    rare = [t for t, df in zip(terms, dfs, strict=True) if df < COMMON_DF]
-    common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
+    rare = [t for t in terms if not probed.common(t)]
+    common = [t for t in terms if probed.common(t)]
     found: list[dict[str, Any]] = []
     if rare:
         # The probes returned every row of the rare terms: filtered and ranked by id.
@@ -589,18 +685,101 @@ def _collect(
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
             continue
+        either = joiner.join(t.pred for t in common)
+        either_params = [p for t in common for p in t.params]
+        both = _words_anded(common) if joiner == " AND " else None
         found += _ranked_rows(
             conn,
             ns,
-            f"{where} AND ({joiner.join(t.pred for t in common)})",
-            [*params, *(p for t in common for p in t.params)],
+            f"{where} AND {_tested(either)}",
+            [*params, *either_params],
             k - len(found),
             terms,
             total=total,
             selective=False,
             exclude=[int(r["id"]) for r in found],
+            index=both or False,
         )
     return _score(found, dfs, total, len(terms))
+
+
+def _tested(pred: str) -> str:
+    """``pred`` as a test of the rows read, which no index serves (coalesce hides its
+    operators from the planner): the newest-first walk and the candidate filters read
+    their rows by id, never a common term's every match through GIN."""
+    return f"coalesce(({pred}), false)"
+
+
+def _boolean_rows(
+    conn: Conn,
+    ns: str,
+    tree: Node,
+    terms: Sequence[TermSql],
+    probed: Probed,
+    where: str,
+    params: Sequence[Any],
+    pred: str,
+    pred_params: Sequence[Any],
+) -> list[dict[str, Any]]:
+    """A boolean query's newest BOOLEAN_RANKED matches, with their ranks.
+
+    Every match holds each term the tree requires; when one of them is rare its probe
+    returned all its rows, the matches are among them, and the whole tree (NOT
+    included) is tested on those rows only. Otherwise, with a common term, the newest
+    rows are walked (at most MAX_WALK); when two or more terms are required and the walk
+    finds their rows too sparse, one GIN scan of their words ANDed (``&&``: the index
+    intersects their lists) finds the rows holding all of them. With only rare
+    positive terms the matches are few and the indexes find them all.
+    """
+    total = probed.total
+    by_term = {t.term: t for t in terms}
+    required = [by_term[t] for t in _required(tree) if t in by_term]
+    rare_required = [t for t in required if not probed.common(t)]
+    where_all, where_params = f"{where} AND {_tested(pred)}", [*params, *pred_params]
+    index: tuple[str, Sequence[Any]] | None = (pred, pred_params)
+    if rare_required:
+        rarest = min(rare_required, key=probed.df)
+        where_all += " AND m.id = ANY(%s)"
+        where_params.append(sorted(probed.rows(rarest)))
+        index = None
+    elif any(probed.common(t) for t in terms):
+        # Never every match of a common term through GIN: the walk's rows, or one scan
+        # of the required words ANDed when the walk finds them too sparse.
+        index = _words_anded(required) or False
+    return _ranked_rows(
+        conn,
+        ns,
+        where_all,
+        where_params,
+        BOOLEAN_RANKED,
+        terms,
+        total=total,
+        selective=bool(rare_required) or max(probed.df(t) for t in terms) < COMMON_DF,
+        index=index,
+    )
+
+
+def _words_anded(terms: Sequence[TermSql]) -> tuple[str, list[Any]] | None:
+    """One word-index predicate for rows holding every one of ``terms`` (at least two,
+    each with a word arm): their ``tsquery`` ANDed (``&&``), so that one GIN scan
+    intersects their lists. None otherwise."""
+    queries = [_word_query(t) for t in terms]
+    if len(queries) < 2 or any(q is None for q in queries):
+        return None
+    both = " && ".join(f"({q[0]})" for q in queries if q is not None)
+    return f"m.tsv @@ ({both})", [v for q in queries if q is not None for v in q[1]]
+
+
+def _word_query(term: TermSql) -> tuple[str, list[Any]] | None:
+    """The term's word-index ``tsquery`` (SQL and values), None when it has no word arm.
+
+    (A row holding the word only as Latin glued to CJK, which the CJK arm finds, is not
+    found through it.)
+    """
+    for sql, values in term.arms:
+        if sql.startswith("m.tsv @@ "):
+            return sql.removeprefix("m.tsv @@ "), values
+    return None
 
 
 class SearchRows(Transaction):
