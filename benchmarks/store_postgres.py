@@ -69,6 +69,8 @@ def kept_schema(dsn: str, schema: str) -> Iterator[str]:
             f"CREATE TABLE IF NOT EXISTS {schema}.bench_loads "
             "(namespace text PRIMARY KEY, messages bigint NOT NULL, load jsonb NOT NULL)"
         )
+        # When a run vacuumed the kept tables: its next runs are not "after bulk write".
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {schema}.bench_vacuums (at timestamptz)")
     yield psycopg.conninfo.make_conninfo(dsn, options=f"-csearch_path={schema},public")
 
 
@@ -108,9 +110,13 @@ def load_tenant(
             return earlier
         with psycopg.connect(dsn) as conn:
             made = conn.execute("SELECT to_regclass('sessions') AS t").fetchone()
-            if made and made[0] and conn.execute(
-                "SELECT 1 FROM sessions WHERE namespace = %s LIMIT 1", (namespace,)
-            ).fetchone():
+            if (
+                made
+                and made[0]
+                and conn.execute(
+                    "SELECT 1 FROM sessions WHERE namespace = %s LIMIT 1", (namespace,)
+                ).fetchone()
+            ):
                 raise RuntimeError(
                     f"tenant {namespace} of the kept schema is partly loaded: drop the schema"
                 )
@@ -398,6 +404,8 @@ def run_scale(
     schema = kept_schema(dsn, keep_schema) if keep_schema else own_schema(dsn, "scale")
     with schema as pg_dsn:
         keep = keep_schema is not None
+        if keep:
+            out["kept_vacuumed"] = vacuumed_before(pg_dsn)
         out["pg_small_loads"] = [
             load_tenant(pg_dsn, f"t{i}", small_parts, tenant_size, keep=keep)
             for i in range(tenants)
@@ -413,6 +421,9 @@ def run_scale(
                     store.vacuum()
                     store.optimize()
                     out["pg_vacuum_seconds"] = time.time() - started
+                    if keep:
+                        with store.connection() as conn:
+                            conn.execute("INSERT INTO bench_vacuums VALUES (now())")
                 finally:
                     store.close()
             for label, namespace in (("small", SMALL), ("big", BIG)):
@@ -424,6 +435,14 @@ def run_scale(
     for part in [*small_parts, *big_parts]:
         part.unlink(missing_ok=True)
     return out
+
+
+def vacuumed_before(dsn: str) -> bool:
+    """Whether an earlier run vacuumed the kept schema's tables."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT 1 FROM bench_vacuums LIMIT 1").fetchone() is not None
 
 
 def table_state(dsn: str) -> list[dict[str, Any]]:
@@ -565,8 +584,13 @@ def render_scale(sc: dict[str, Any], class_labels: dict[str, str], fmt_ms: Any) 
         f"({sc.get('pg_vacuum_seconds', 0):.0f} s), as autovacuum would leave the tables. "
         f"The small tenant timed is `{SMALL}`, the first loaded (its rows the oldest). "
         + (
-            "**Tenants reused from an earlier run** (`--pg-keep-schema`): *after bulk "
-            "write* then means after that run's VACUUM, not after the loads. "
+            "**Tenants reused from an earlier run** (`--pg-keep-schema`, loaded the same "
+            "way; their load rates are that run's): "
+            + (
+                "that run vacuumed the tables, so *after bulk write* means after its VACUUM. "
+                if sc.get("kept_vacuumed")
+                else "never vacuumed or analyzed by hand since their loads. "
+            )
             if any(x.get("reused") for x in [*loads, sc["pg_big_load"]])
             else ""
         )

@@ -280,9 +280,24 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
+@dataclass
+class Sample:
+    """The tenant's newest rows read by :func:`_probe`: how many, the oldest one's id
+    (None: the sample held the whole tenant), and the ids among them that match what is
+    looked for and pass the search's filters, newest first."""
+
+    rows: int
+    low: int | None
+    ids: list[int] = field(default_factory=list)
+
+
 def _probe(
-    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]], gates: Sequence[Sequence[int]]
-) -> tuple[list[list[int] | None], list[int], int, int]:
+    conn: Conn,
+    ns: str,
+    arms: Sequence[tuple[str, list[Any]]],
+    gates: Sequence[Sequence[int]],
+    where: tuple[str, Sequence[Any]] = ("TRUE", ()),
+) -> tuple[list[list[int] | None], list[list[int]], Sample, int]:
     """Which arms (one index's predicate each) are common, and every id of the others,
     with the tenant's size (from the sessions' counters: far cheaper than a count), in
     one statement.
@@ -295,10 +310,15 @@ def _probe(
     than that are all the arm's rows (a rare term's candidates). An arm with ``gates``
     (arm indexes) is probed only when those arms found nothing at all (a substring scan
     for a term the word index does not know). Returns per arm its ids (None: common, or
-    gated off), its count in the sample, the sample's size and the tenant's size.
+    gated off) and its matches in the sample that pass ``where`` (the search's filters),
+    the sample (its ``ids`` left empty) and the tenant's size.
     """
-    cols = ", ".join(f"{sql} AS h{i}" for i, (sql, _) in enumerate(arms))
-    counts = "".join(f", count(*) FILTER (WHERE h{i}) AS c{i}" for i in range(len(arms)))
+    cols = "".join(f", {sql} AS h{i}" for i, (sql, _) in enumerate(arms))
+    counts = "".join(
+        f", count(*) FILTER (WHERE h{i}) AS c{i}, "
+        f"array_agg(id ORDER BY id DESC) FILTER (WHERE h{i} AND f) AS s{i}"
+        for i in range(len(arms))
+    )
 
     def probe(i: int) -> str:
         common = f"(c{i} >= {SAMPLE_MIN_HITS} AND c{i} * total >= {COMMON_DF} * n)"
@@ -313,11 +333,14 @@ def _probe(
 
     free = [i for i in range(len(arms)) if not gates[i]]
     gated = [i for i in range(len(arms)) if gates[i]]
+    # The sample: the tenant's newest rows read backwards on idx_messages_ns_id
+    # ("namespace = ANY" with ORDER BY namespace is an order only that index yields, see
+    # _walk_windows), each arm tested on each row read.
     sql = (
-        f"WITH s AS MATERIALIZED (SELECT {cols} FROM messages m WHERE m.namespace = %s "
-        "AND m.id = ANY(ARRAY(SELECT id FROM messages WHERE namespace = ANY(%s) "
-        f"ORDER BY namespace DESC, id DESC LIMIT {SAMPLE_ROWS}))), "
-        f"c AS MATERIALIZED (SELECT count(*) AS n{counts}, (SELECT "
+        f"WITH s AS MATERIALIZED (SELECT m.id, ({where[0]}) AS f{cols} FROM messages m "
+        "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
+        f"LIMIT {SAMPLE_ROWS}), "
+        f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low{counts}, (SELECT "
         "COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total FROM s), "
         "p AS MATERIALIZED (SELECT c.*"
         + "".join(", " + probe(i) for i in free)
@@ -326,8 +349,8 @@ def _probe(
         + " FROM p"
     )
     params = [
+        *where[1],
         *(v for _, ps in arms for v in ps),
-        ns,
         [ns],
         ns,
         *(v for i in free for v in [ns, *arms[i][1]]),
@@ -338,8 +361,10 @@ def _probe(
     ids = [
         None if row[f"a{i}"] is None else [int(x) for x in row[f"a{i}"]] for i in range(len(arms))
     ]
-    hits = [int(row[f"c{i}"]) for i in range(len(arms))]
-    return ids, hits, int(row["n"]), int(row["total"])
+    seen = [[int(x) for x in row[f"s{i}"] or ()] for i in range(len(arms))]
+    rows = int(row["n"])
+    low = int(row["low"]) if rows >= SAMPLE_ROWS else None
+    return ids, seen, Sample(rows, low), int(row["total"])
 
 
 class Probed:
@@ -347,6 +372,8 @@ class Probed:
 
     def __init__(self) -> None:
         self.ids: dict[str, list[int] | None] = {}
+        self.seen: dict[str, list[int]] = {}
+        self.sampled = Sample(0, None)
         self.total = 0
 
     def add(
@@ -355,22 +382,33 @@ class Probed:
         ns: str,
         arms: Sequence[tuple[str, list[Any]]],
         gates: Sequence[Sequence[tuple[str, list[Any]]]] = (),
+        where: tuple[str, Sequence[Any]] = ("TRUE", ()),
     ) -> None:
         """Probe the arms not probed yet; ``gates[i]``: the arms whose finding anything
-        spares arm ``i`` its probe."""
+        spares arm ``i`` its probe; ``where``: the search's filters (see :meth:`sample`)."""
         todo = {_key(a): a for a in arms if _key(a) not in self.ids}
         if not todo and self.ids:
             return
         keys = list(todo)
         gate_of = {_key(a): g for a, g in zip(arms, gates, strict=False)}
         index = {k: i for i, k in enumerate(keys)}
-        found, _, _, self.total = _probe(
+        found, seen, self.sampled, self.total = _probe(
             conn,
             ns,
             list(todo.values()),
             [[index[_key(g)] for g in gate_of.get(k, ()) if _key(g) in index] for k in keys],
+            where,
         )
         self.ids.update(zip(keys, found, strict=True))
+        self.seen.update(zip(keys, seen, strict=True))
+
+    def sample(self, terms: Sequence[TermSql], joiner: str, exclude: Sequence[int]) -> Sample:
+        """The sample's rows passing the filters that hold every one of ``terms``
+        (``joiner`` " AND ") or any (" OR "), but ``exclude``: a walk's first window."""
+        each = [{i for arm in t.arms for i in self.seen.get(_key(arm), ())} for t in terms]
+        held = set.intersection(*each) if joiner == " AND " else set().union(*each)
+        ids = sorted(held.difference(exclude), reverse=True)
+        return Sample(self.sampled.rows, self.sampled.low, ids)
 
     def probed(self, arm: tuple[str, list[Any]]) -> bool:
         """Whether the arm was probed (not common, not gated off)."""
@@ -421,6 +459,7 @@ def _ranked_rows(
     selective: bool,
     exclude: Sequence[int] = (),
     index: tuple[str, Sequence[Any]] | bool | None = None,
+    start: Sample | None = None,
 ) -> list[dict[str, Any]]:
     """The newest ``limit`` rows matching ``where``, each with every term's rank.
 
@@ -436,6 +475,7 @@ def _ranked_rows(
         selective=selective,
         exclude=exclude,
         index=index,
+        start=start,
     )
     if not ids:
         return []
@@ -458,13 +498,15 @@ def _newest_ids(
     selective: bool,
     exclude: Sequence[int] = (),
     index: tuple[str, Sequence[Any]] | bool | None = None,
+    start: Sample | None = None,
 ) -> list[int]:
     """Ids of the newest ``limit`` rows matching ``where`` (which scopes to ``ns``).
 
     ``index``: a predicate every match satisfies that the GIN indexes serve, ANDed to
     ``where`` by the bitmap plan only (``where`` itself then tests the matches on the
     rows read; see :func:`_tested`). ``index=False``: no bitmap plan, the walk's rows
-    (bounded by MAX_WALK) are the answer.
+    (bounded by MAX_WALK) are the answer. ``start``: the walk's first window, read
+    already (the probe's sample).
 
     Two plans give the same rows. Matches of common terms are found by walking the
     tenant's rows newest first (:func:`_walk_newest`), which stops as soon as it has
@@ -477,7 +519,7 @@ def _newest_ids(
     args = [*params, *([list(exclude)] if exclude else [])]
     if not selective:
         walked = _walk_newest(
-            conn, ns, where + skip, args, limit, total, give_up=index is not False
+            conn, ns, where + skip, args, limit, total, give_up=index is not False, start=start
         )
         if walked is not None:
             return walked
@@ -501,6 +543,7 @@ def _walk_newest(
     total: int,
     *,
     give_up: bool = True,
+    start: Sample | None = None,
 ) -> list[int] | None:
     """The newest ``limit`` matches, by reading the tenant's rows newest first.
 
@@ -514,7 +557,7 @@ def _walk_newest(
     ``where`` should test its terms on the rows read (:func:`_tested`), or the planner
     may fetch a common term's every match through GIN to find the few in a window.
     """
-    return _walk_windows(conn, ns, where, params, limit, total, give_up)
+    return _walk_windows(conn, ns, where, params, limit, total, give_up, start)
 
 
 def _walk_windows(
@@ -525,12 +568,15 @@ def _walk_windows(
     limit: int,
     total: int,
     give_up: bool = True,
+    start: Sample | None = None,
 ) -> list[int] | None:
-    found: list[int] = []
-    scanned = 0
-    below: int | None = None
+    found: list[int] = list(start.ids) if start else []
+    scanned = start.rows if start else 0
+    below: int | None = start.low if start else None
     window = WALK_WINDOW
-    while True:
+    if start is not None:  # the sample was the first window
+        window = _next_window(len(found), scanned, below, limit, total, scanned, give_up=give_up)
+    while window > 0:
         bound = "" if below is None else " AND id < %s"
         bound_args = [] if below is None else [below]
         # The window is an id range: the tenant's first and window-th rows below
@@ -558,17 +604,35 @@ def _walk_windows(
         assert row is not None  # a SELECT without FROM returns one row
         found += [int(i) for i in row["ids"]]
         scanned += window
-        if len(found) >= limit or row["low"] is None or scanned >= MAX_WALK:
-            return found[:limit]  # enough, the tenant's end, or the bound
-        below = int(row["low"])
-        # Rows still to read at the rate seen so far, against every match by bitmap.
-        rate = len(found) / scanned
-        if give_up and (rate == 0 or (limit - len(found)) / rate > BITMAP_ROW_COST * rate * total):
-            return None
-        needed = (limit - len(found)) / max(rate, 1 / MAX_WALK)
-        # The next window: what the rate says is left (with a margin), growing at most
-        # fourfold so that a rate read from few rows cannot send one huge window.
-        window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4, MAX_WALK - scanned))
+        below = None if row["low"] is None else int(row["low"])
+        window = _next_window(len(found), scanned, below, limit, total, window, give_up=give_up)
+    if window < 0:
+        return None
+    return found[:limit]
+
+
+def _next_window(
+    found: int,
+    scanned: int,
+    below: int | None,
+    limit: int,
+    total: int,
+    window: int,
+    *,
+    give_up: bool,
+) -> int:
+    """The walk's next window in rows: 0 to stop there (enough, the tenant's end, or
+    MAX_WALK), -1 when fetching every match by bitmap is cheaper than walking on."""
+    if found >= limit or below is None or scanned >= MAX_WALK:
+        return 0
+    # Rows still to read at the rate seen so far, against every match by bitmap.
+    rate = found / scanned
+    if give_up and (rate == 0 or (limit - found) / rate > BITMAP_ROW_COST * rate * total):
+        return -1
+    needed = (limit - found) / max(rate, 1 / MAX_WALK)
+    # The next window: what the rate says is left (with a margin), growing at most
+    # fourfold so that a rate read from few rows cannot send one huge window.
+    return int(min(max(needed * 1.25, WALK_WINDOW), window * 4, MAX_WALK - scanned))
 
 
 def _score(
@@ -649,7 +713,7 @@ def _collect(
                 extra = [a for a in term_sql(t).arms if a not in w.arms]
                 arms += extra
                 gates += [w.arms] * len(extra)
-        probed.add(conn, ns, arms, gates)
+        probed.add(conn, ns, arms, gates, (where, params))
         known = {w.term for w in words if probed.common(w) or probed.rows(w)}
         renders = [
             term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
@@ -688,6 +752,7 @@ def _collect(
         either = joiner.join(t.pred for t in common)
         either_params = [p for t in common for p in t.params]
         both = _words_anded(common) if joiner == " AND " else None
+        excluded = [int(r["id"]) for r in found]
         found += _ranked_rows(
             conn,
             ns,
@@ -697,8 +762,9 @@ def _collect(
             terms,
             total=total,
             selective=False,
-            exclude=[int(r["id"]) for r in found],
+            exclude=excluded,
             index=both or False,
+            start=probed.sample(common, joiner, excluded),
         )
     return _score(found, dfs, total, len(terms))
 
@@ -736,7 +802,7 @@ def _boolean_rows(
     required = [by_term[t] for t in _required(tree) if t in by_term]
     rare_required = [t for t in required if not probed.common(t)]
     where_all, where_params = f"{where} AND {_tested(pred)}", [*params, *pred_params]
-    index: tuple[str, Sequence[Any]] | None = (pred, pred_params)
+    index: tuple[str, Sequence[Any]] | bool | None = (pred, pred_params)
     if rare_required:
         rarest = min(rare_required, key=probed.df)
         where_all += " AND m.id = ANY(%s)"
@@ -782,6 +848,15 @@ def _word_query(term: TermSql) -> tuple[str, list[Any]] | None:
     return None
 
 
+def _neighbours(row: dict[str, Any]) -> list[dict[str, str]]:
+    """The previous and next message of a hit row of :meth:`SearchRows.hit_rows`."""
+    return [
+        {"role": row[f"{k}_role"], "content": text_of(sqlite_form(row[f"{k}_content"]))}
+        for k in ("prev", "next")
+        if row[f"{k}_role"] is not None
+    ]
+
+
 class SearchRows(Transaction):
     """The search primitives of a PostgreSQL transaction."""
 
@@ -816,17 +891,34 @@ class SearchRows(Transaction):
     def hit_rows(
         self, message_ids: Sequence[int], filters: Filters, *, context: bool
     ) -> dict[int, HitRow]:
+        # With ``context``, the previous and next visible message of each hit come in the
+        # same statement (each one index probe of idx_messages_session).
+        visible = "" if filters.include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
+        same = "n.namespace = m.namespace AND n.session_id = m.session_id"
+        near = (
+            ", p.role AS prev_role, p.content AS prev_content, "
+            "x.role AS next_role, x.content AS next_content"
+            if context
+            else ""
+        )
+        joins = (
+            f"LEFT JOIN LATERAL (SELECT n.role, n.content FROM messages n WHERE {same} "
+            f"AND n.id < m.id{visible} ORDER BY n.id DESC LIMIT 1) p ON true "
+            f"LEFT JOIN LATERAL (SELECT n.role, n.content FROM messages n WHERE {same} "
+            f"AND n.id > m.id{visible} ORDER BY n.id ASC LIMIT 1) x ON true "
+            if context
+            else ""
+        )
         rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
-            "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
+            f"m.tool_calls, s.source, s.model, s.started_at{near} FROM messages m "
             # Each hit's session by its key: OFFSET 0 keeps the planner from turning this
             # into a join that, without statistics, reads every session of the tenant.
             "CROSS JOIN LATERAL (SELECT source, model, started_at FROM sessions s "
-            "WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s "
+            f"WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s {joins}"
             "WHERE m.namespace = %s AND m.id = ANY(%s)",
             (self.ns, list(message_ids)),
         ).fetchall()
-        contexts = self._contexts(message_ids, filters.include_inactive) if context else {}
         return {
             int(r["id"]): HitRow(
                 id=int(r["id"]),
@@ -839,46 +931,9 @@ class SearchRows(Transaction):
                 source=r["source"],
                 model=r["model"],
                 session_started=r["started_at"],
-                context=tuple(contexts.get(int(r["id"]), ())),
+                context=tuple(_neighbours(r) if context else ()),
             )
             for r in rows
-        }
-
-    def _contexts(
-        self, ids: Sequence[int], include_inactive: bool
-    ) -> dict[int, list[dict[str, str]]]:
-        """The previous and next visible message of each hit, in two statements."""
-        visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
-        same = "n.namespace = m.namespace AND n.session_id = m.session_id"
-        neighbours = self.conn.execute(
-            f"SELECT m.id, "
-            f"(SELECT n.id FROM messages n WHERE {same} AND n.id < m.id{visible} "
-            "ORDER BY n.id DESC LIMIT 1) AS prev, "
-            f"(SELECT n.id FROM messages n WHERE {same} AND n.id > m.id{visible} "
-            "ORDER BY n.id ASC LIMIT 1) AS next "
-            "FROM messages m WHERE m.namespace = %s AND m.id = ANY(%s)",
-            (self.ns, list(ids)),
-        ).fetchall()
-        wanted = sorted(
-            {int(r[k]) for r in neighbours for k in ("prev", "next") if r[k] is not None}
-        )
-        texts: dict[int, dict[str, str]] = {}
-        if wanted:
-            for r in self.conn.execute(
-                "SELECT id, role, content FROM messages WHERE namespace = %s AND id = ANY(%s)",
-                (self.ns, wanted),
-            ).fetchall():
-                texts[int(r["id"])] = {
-                    "role": r["role"],
-                    "content": text_of(sqlite_form(r["content"])),
-                }
-        return {
-            int(r["id"]): [
-                texts[int(r[k])]
-                for k in ("prev", "next")
-                if r[k] is not None and int(r[k]) in texts
-            ]
-            for r in neighbours
         }
 
     def texts(self, message_ids: Sequence[int]) -> dict[int, str]:
