@@ -63,6 +63,10 @@ MAX_WALK = 16_000
 # fewest of them a term must be found in to pass for common.
 SAMPLE_ROWS = 2000
 SAMPLE_MIN_HITS = 3
+# The most arm tests (rows times arms) one sample makes: a query of many terms (a pasted
+# text, a list of identifiers) samples fewer rows, down to SAMPLE_MIN_ROWS.
+SAMPLE_TESTS = 16_000
+SAMPLE_MIN_ROWS = 500
 # A row fetched through a GIN bitmap costs about this many rows read by the newest-first
 # walk (scattered heap pages against an id range read in order; measured on the
 # benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
@@ -302,17 +306,21 @@ def _probe(
     with the tenant's size (from the sessions' counters: far cheaper than a count), in
     one statement.
 
-    The tenant's newest SAMPLE_ROWS rows are read first (``idx_messages_ns_id``) and each
-    arm is tested on them: an arm found in enough of them to hold COMMON_DF of the
-    tenant's rows is common, and is never probed through its GIN index (a common term's
-    bitmap is the costliest read a search can make). The other arms are probed: each
-    probe is read through a bitmap whose heap visits stop at COMMON_DF rows, so fewer ids
-    than that are all the arm's rows (a rare term's candidates). An arm with ``gates``
-    (arm indexes) is probed only when those arms found nothing at all (a substring scan
-    for a term the word index does not know). Returns per arm its ids (None: common, or
-    gated off) and its matches in the sample that pass ``where`` (the search's filters),
-    the sample (its ``ids`` left empty) and the tenant's size.
+    The tenant's newest SAMPLE_ROWS rows (fewer for many arms, see SAMPLE_TESTS) are read
+    first (``idx_messages_ns_id``) and each arm is tested on them: an arm found in enough
+    of them to hold COMMON_DF of the tenant's rows is common, and is never probed through
+    its GIN index (a common term's bitmap is the costliest read a search can make). The
+    other arms are probed: each probe is read through a bitmap whose heap visits stop at
+    COMMON_DF rows, so fewer ids than that are all the arm's rows (a rare term's
+    candidates). An arm with ``gates`` (arm indexes) is probed only when those arms found
+    nothing at all (a substring scan for a term the word index does not know).
+
+    Returns per arm its ids (None: common, or gated off) and its matches in the sample
+    that pass ``where`` (the search's filters), the sample (its ``ids`` left empty) and
+    the tenant's size.
     """
+    size = max(SAMPLE_MIN_ROWS, min(SAMPLE_ROWS, SAMPLE_TESTS // max(1, len(arms))))
+    size = min(size, SAMPLE_ROWS)
     cols = "".join(f", {sql} AS h{i}" for i, (sql, _) in enumerate(arms))
     counts = "".join(
         f", count(*) FILTER (WHERE h{i}) AS c{i}, "
@@ -339,7 +347,7 @@ def _probe(
     sql = (
         f"WITH s AS MATERIALIZED (SELECT m.id, ({where[0]}) AS f{cols} FROM messages m "
         "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
-        f"LIMIT {SAMPLE_ROWS}), "
+        f"LIMIT {size}), "
         f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low{counts}, (SELECT "
         "COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total FROM s), "
         "p AS MATERIALIZED (SELECT c.*"
@@ -363,7 +371,7 @@ def _probe(
     ]
     seen = [[int(x) for x in row[f"s{i}"] or ()] for i in range(len(arms))]
     rows = int(row["n"])
-    low = int(row["low"]) if rows >= SAMPLE_ROWS else None
+    low = int(row["low"]) if rows >= size else None
     return ids, seen, Sample(rows, low), int(row["total"])
 
 
