@@ -212,10 +212,12 @@ def _add_vectors(
     ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
     best = ranked[: boosts.VECTOR_RERANK]
     sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
-    blobs = stored_vectors(
-        tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
-    )
-    raw = cosines(blobs, vectors[0])
+    raw = tx.server_cosines(embedder.name, vectors[0], [c.id for c in best])
+    if raw is None:
+        blobs = stored_vectors(
+            tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
+        )
+        raw = cosines(blobs, vectors[0])
     # The gate is absolute: a message the keywords missed joins only when it is close to
     # the question in meaning (on the embedder's own scale, see calibrated).
     gate = calibrated(embedder, raw)
