@@ -174,6 +174,15 @@ def pgvector_dsn() -> str:
     return PGVECTOR_DSN[0]
 
 
+def vacuum_vectors(dsn: str) -> None:
+    """VACUUM ``message_vectors``: an HNSW index keeps a deleted tenant's entries until
+    then, and many identical ones among them can hide the next tenant's vectors from it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM message_vectors")
+
+
 @pytest.fixture(
     params=[
         "sqlite",
@@ -202,3 +211,5 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             yield pg_store
         finally:
             pg_store.delete_namespace()
+            if request.param == "pgvector":
+                vacuum_vectors(dsn)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from conftest import PG_DSN, fresh_namespace, pgvector_dsn
+from conftest import PG_DSN, fresh_namespace, pgvector_dsn, vacuum_vectors
 from memstrata.search.embedders import index_pending
 from memstrata.store.base import search_sessions
 from memstrata.store.postgres import PostgresSessionStore
@@ -42,19 +42,25 @@ class HashEmbedder:
 
 
 class TopicEmbedder:
-    """Texts about the same topic point the same way: "piano" and "concert" share one
-    axis, everything else another."""
+    """Texts about music ("piano", "concert", "recital") point nearly the same way; any
+    other text points somewhere else of its own (a reproducible random direction)."""
 
     name = "topic"
-    dims = 4
+    dims = DIMS
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         out = []
         for text in texts:
             words = text.lower().replace("?", " ").split()
-            music = sum(w in ("piano", "concert", "recital") for w in words)
-            out.append([1.0, 0.0, 0.0, 0.1] if music else [0.0, 1.0, 0.0, 0.1])
-        return [[x / math.sqrt(sum(v * v for v in vec)) for x in vec] for vec in out]
+            rng = random.Random(hashlib.sha256(text.encode()).digest())
+            noise = [rng.gauss(0.0, 1.0) for _ in range(DIMS - 1)]
+            if any(w in ("piano", "concert", "recital") for w in words):
+                vector = [4.0, *(0.1 * x for x in noise)]
+            else:
+                vector = [0.0, *noise]
+            norm = math.sqrt(sum(x * x for x in vector))
+            out.append([x / norm for x in vector])
+        return out
 
 
 def open_store(namespace: str, *, pgvector: bool = True) -> PostgresSessionStore:
@@ -67,6 +73,7 @@ def namespace() -> Iterator[str]:
     yield name
     with open_store(name, pgvector=False) as store:
         store.delete_namespace()
+    vacuum_vectors(pgvector_dsn())
 
 
 def fill(store: PostgresSessionStore, sessions: int = 6, per_session: int = 12) -> None:

@@ -146,6 +146,9 @@ class ServerVectors:
                 conn.execute(
                     "ALTER TABLE message_vectors ADD COLUMN IF NOT EXISTS embedding vector"
                 )
+                # Kept in the row (the bytes of the client path go out of line instead):
+                # a search reads the embeddings of its candidates, and nothing else.
+                conn.execute("ALTER TABLE message_vectors ALTER COLUMN embedding SET STORAGE MAIN")
         except psycopg.Error as exc:
             return f"the embedding column could not be added ({_first_line(exc)})"
         # The rows still to copy, found without reading the table (empty once copied).
@@ -280,6 +283,54 @@ def copy_vectors(conn: Conn, namespace: str, batch: int = COPY_BATCH) -> int:
             copied += len(items)
 
 
+@contextmanager
+def nearest_settings(conn: Conn) -> Iterator[None]:
+    """The planner settings of :func:`cosines_sql`'s statement, for it alone (restored
+    after it; an error rolls the transaction and them back).
+
+    The nearest messages must come from the HNSW index whatever the statistics say (the
+    store may run with autovacuum off): with sorts off, the index scan is the only plan
+    that returns rows in distance order. Its work is bounded by pgvector itself
+    (``hnsw.ef_search``, and ``hnsw.max_scan_tuples`` when the iterative scan goes past
+    other tenants' rows), where ordering a tenant's rows would grow with the tenant.
+    """
+    row = conn.execute(
+        "SELECT current_setting('enable_sort') AS sort, "
+        "set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+        "set_config('enable_sort', 'off', true)",
+        (str(EF_SEARCH),),
+    ).fetchone()
+    yield
+    conn.execute("SELECT set_config('enable_sort', %s, true)", (row["sort"] if row else "on",))
+
+
+def cosines_sql(dims: int) -> str:
+    """The statement of :meth:`ServerVectorRows.server_cosines` for vectors of ``dims``
+    (parameters ``q``, ``ns``, ``model``, ``nearest``, ``ids``). The size is written into
+    the text (an int): the planner must see the partial index's predicate and expression
+    as they were declared to use the index."""
+    n = int(dims)
+    return f"""
+        WITH nearest AS (
+            SELECT message_id, embedding::vector({n}) <#> %(q)s::vector({n}) AS distance
+            FROM message_vectors
+            WHERE dims = {n} AND namespace = %(ns)s AND model = %(model)s
+            ORDER BY embedding::vector({n}) <#> %(q)s::vector({n})
+            LIMIT %(nearest)s
+        )
+        SELECT message_id, -distance AS cos, NULL::bytea AS blob FROM nearest
+        UNION ALL
+        SELECT message_id,
+               CASE WHEN embedding IS NOT NULL
+                    THEN -(embedding::vector({n}) <#> %(q)s::vector({n})) END,
+               CASE WHEN embedding IS NULL THEN vector END
+        FROM message_vectors
+        WHERE dims = {n} AND namespace = %(ns)s AND model = %(model)s
+          AND message_id = ANY(%(ids)s)
+"""
+
+
 class ServerVectorRows:
     """The vector primitives of :class:`~memstrata.store.postgres.transaction.PostgresTransaction`
     that use the ``embedding`` column when the store set ``server_vectors``."""
@@ -332,42 +383,17 @@ class ServerVectorRows:
         if norm == 0.0:
             return {}
         query = "[" + ",".join(repr(float(x) / norm) for x in query_vector) + "]"
-        self.conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            (str(EF_SEARCH),),
-        )
-        # The size is written into the text (an int): the planner must see the partial
-        # index's predicate and expression as they were declared to use the index.
-        n = int(dims)
-        rows = self.conn.execute(
-            f"""
-            WITH q AS MATERIALIZED (SELECT %(q)s::vector({n}) AS v),
-            nearest AS (
-                SELECT message_id, embedding::vector({n}) <#> (SELECT v FROM q) AS distance
-                FROM message_vectors
-                WHERE dims = {n} AND namespace = %(ns)s AND model = %(model)s
-                ORDER BY embedding::vector({n}) <#> (SELECT v FROM q)
-                LIMIT %(nearest)s
-            )
-            SELECT message_id, -distance AS cos, NULL::bytea AS blob FROM nearest
-            UNION ALL
-            SELECT message_id,
-                   CASE WHEN embedding IS NOT NULL
-                        THEN -(embedding::vector({n}) <#> (SELECT v FROM q)) END,
-                   CASE WHEN embedding IS NULL THEN vector END
-            FROM message_vectors
-            WHERE dims = {n} AND namespace = %(ns)s AND model = %(model)s
-              AND message_id = ANY(%(ids)s)
-            """,
-            {
-                "q": query,
-                "ns": self.ns,
-                "model": model,
-                "nearest": NEAREST,
-                "ids": [int(i) for i in message_ids],
-            },
-        ).fetchall()
+        with nearest_settings(self.conn):
+            rows = self.conn.execute(
+                cosines_sql(dims),
+                {
+                    "q": query,
+                    "ns": self.ns,
+                    "model": model,
+                    "nearest": NEAREST,
+                    "ids": [int(i) for i in message_ids],
+                },
+            ).fetchall()
         sims: dict[int, float] = {}
         uncopied: dict[int, bytes] = {}
         for r in rows:
