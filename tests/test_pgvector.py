@@ -229,3 +229,39 @@ def test_a_server_without_pgvector_takes_the_client_path() -> None:
         assert store.vector_search == "client"
         assert "pgvector" in store._vectors.reason
         store.delete_namespace()
+
+
+@pytest.mark.pgvector
+def test_facts_cosines_come_from_the_server_and_equal_the_clients() -> None:
+    from memstrata.providers.facts import vectors as facts_vectors
+    from memstrata.providers.facts.postgres import PostgresFactStore
+
+    embedder = HashEmbedder()
+    name = fresh_namespace()
+    texts = [f"User {w} the {o}" for w in ("likes", "owns", "sold") for o in ("boat", "piano")]
+    with (
+        PostgresFactStore(pgvector_dsn(), namespace=name, embedder=embedder) as server,
+        PostgresFactStore(
+            pgvector_dsn(), namespace=name, embedder=embedder, pgvector=False
+        ) as client,
+    ):
+        try:
+            assert (server._vectors.server, client._vectors.server) == (True, False)
+            for text in texts:
+                server.add(text)
+            assert server.index_vectors() == len(texts)
+            query = embedder.embed(["User owns the piano"])[0]
+            with server._transaction() as tx:
+                computed = tx.server_cosines(embedder.name, query, facts_vectors.VECTOR_SCAN)
+                compared = facts_vectors.cosines(tx.vectors(embedder.name, 100), query)
+            with client._transaction() as tx:
+                assert tx.server_cosines(embedder.name, query, 100) is None
+            assert computed is not None and set(computed) == set(compared)
+            for fid, cos in compared.items():
+                assert computed[fid] == pytest.approx(cos, abs=1e-5)
+            for question in ("who owns the piano", "boat"):
+                on_server = [(f.id, round(f.score, 4)) for f in server.search(question)]
+                on_client = [(f.id, round(f.score, 4)) for f in client.search(question)]
+                assert on_server == on_client
+        finally:
+            server.delete_namespace()

@@ -528,8 +528,12 @@ class BaseFactStore(abc.ABC):
             logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
             return {}
         with self._transaction() as tx:
-            rows = tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN)
-        return calibrated(embedder, facts_vectors.cosines(rows, vector))
+            sims = tx.server_cosines(embedder.name, vector, facts_vectors.VECTOR_SCAN)
+            if sims is None:
+                sims = facts_vectors.cosines(
+                    tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN), vector
+                )
+        return calibrated(embedder, sims)
 
     def pending_vectors(self, embedder: Embedder | None = None) -> int:
         """Live facts not yet embedded by ``embedder`` (default: ``self.embedder``)."""

@@ -46,6 +46,7 @@ from memstrata.store.postgres.bounds import bound_query
 from memstrata.store.postgres.codec import pg_text
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
+from memstrata.store.postgres.pgvector import FACTS, ServerFactRows, ServerVectors
 from memstrata.store.postgres.schema import TS_CONFIG
 from memstrata.store.postgres.search import cjk_tsquery
 from memstrata.store.postgres.store import configured
@@ -330,12 +331,15 @@ def _fact(row: Mapping[str, Any]) -> FactRow:
     return cast(FactRow, {c: row[c] for c in FACT_COLUMNS})
 
 
-class PostgresFactTransaction(FactTransaction):
-    """The primitives on one pooled connection, for the facts of tenant ``ns``."""
+class PostgresFactTransaction(ServerFactRows, FactTransaction):
+    """The primitives on one pooled connection, for the facts of tenant ``ns``
+    (``server_vectors``: how the store compares vectors, see
+    :mod:`memstrata.store.postgres.pgvector`)."""
 
-    def __init__(self, conn: Conn, ns: str) -> None:
+    def __init__(self, conn: Conn, ns: str, server_vectors: ServerVectors | None = None) -> None:
         self.conn = conn
         self.ns = ns
+        self.server_vectors = server_vectors
 
     def _all(self, sql: str, params: Sequence[Any]) -> list[FactRow]:
         return [_fact(r) for r in self.conn.execute(sql, params).fetchall()]
@@ -728,6 +732,7 @@ class PostgresFactTransaction(FactTransaction):
                     "vector = excluded.vector, created_at = excluded.created_at",
                     params,
                 )
+            self.fill_embeddings([(p[1], p[2], p[3], p[4]) for p in params])
 
 
 class PostgresFactStore(BaseFactStore):
@@ -749,6 +754,7 @@ class PostgresFactStore(BaseFactStore):
         durability: Durability | None = None,
         connect_timeout: float = 10.0,
         embedder: Embedder | None = None,
+        pgvector: bool = True,
     ) -> None:
         cfg = config if config is not None else Config.load()
         chosen, self._namespace, mode = configured(
@@ -769,6 +775,10 @@ class PostgresFactStore(BaseFactStore):
         try:
             with self._db.autocommit() as conn:
                 migrate_facts(conn)
+            # Vectors compared by the server when it has pgvector (pgvector=False: never).
+            self._vectors = ServerVectors(
+                self._db.direct, self._namespace, wanted=pgvector, table=FACTS
+            )
         except psycopg.Error as exc:
             self._db.close()
             raise StorageError(
@@ -799,7 +809,7 @@ class PostgresFactStore(BaseFactStore):
     @contextmanager
     def _transaction(self, *, write: bool = False) -> Iterator[FactTransaction]:
         with self._db.connection() as conn:
-            tx = PostgresFactTransaction(conn, self._namespace)
+            tx = PostgresFactTransaction(conn, self._namespace, self._vectors)
             if write:
                 tx.lock()
             yield tx
