@@ -15,8 +15,9 @@ facts as it shares the sessions. What differs is underneath:
 * a search scores each query term by its rarity among the tenant's live facts (IDF)
   times its ``ts_rank`` in the fact, the terms' ranks scaled to their best candidate
   (FTS5's BM25 on SQLite); the recall gate, fusion and vectors are the shared rules;
-* vectors are unit float32 ``bytea`` compared in the client over the newest
-  ``VECTOR_SCAN`` of the tenant (no server extension is needed);
+* vectors are unit float32 ``bytea`` compared over the newest ``VECTOR_SCAN`` of the
+  tenant, in the client, or by the server when it has pgvector
+  (:mod:`memstrata.store.postgres.pgvector`);
 * writes of one tenant are serialised by a transaction-level advisory lock, as SQLite's
   ``BEGIN IMMEDIATE`` serialises writers of the file, so two processes setting one slot
   at once leave one live value.
