@@ -30,6 +30,7 @@ import os
 import platform
 import re
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -298,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-class", type=int, default=40)
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     args = parser.parse_args(argv)
+    # A run stopped with SIGTERM (kill, a CI timeout) unwinds as an exception does, so
+    # its schema is dropped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if not args.dsn:
         parser.error("--dsn (or MEMSTRATA_BENCH_PGVECTOR_DSN) is required")
     figures = run(args.dsn, args.messages, args.per_class)

@@ -35,6 +35,7 @@ import argparse
 import os
 import platform
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -346,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     args = parser.parse_args(argv)
+    # A run stopped with SIGTERM (kill, a CI timeout) unwinds as an exception does, so
+    # its schema is dropped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from memstrata.search.embedders import named_embedder
 
     embedders = {
