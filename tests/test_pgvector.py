@@ -265,3 +265,42 @@ def test_facts_cosines_come_from_the_server_and_equal_the_clients() -> None:
                 assert on_server == on_client
         finally:
             server.delete_namespace()
+
+
+@pytest.mark.pgvector
+def test_opening_builds_a_missing_index(namespace: str) -> None:
+    """The upgrade path: vectors stored, no index of their size; the next store that
+    opens builds it (outside any transaction) and compares in the server."""
+    with open_store(namespace) as store:
+        fill(store, sessions=1, per_session=4)
+        index_pending(store, HashEmbedder())
+    with psycopg.connect(pgvector_dsn(), autocommit=True) as conn:
+        conn.execute(f"DROP INDEX {server_vectors.index_name(DIMS)}")
+    with open_store(namespace) as store:
+        assert store.vector_search == "server"
+        with psycopg.connect(pgvector_dsn()) as conn:
+            valid = conn.execute(
+                "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                (server_vectors.index_name(DIMS),),
+            ).fetchone()
+        assert valid == (True,)
+
+
+@pytest.mark.pgvector
+def test_an_extension_outside_the_search_path_keeps_the_client_path() -> None:
+    base = pgvector_dsn()
+    database = f"mst_{fresh_namespace().replace('-', '_')}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    dsn = psycopg.conninfo.make_conninfo(base, dbname=database)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA elsewhere")
+            conn.execute("CREATE EXTENSION vector SCHEMA elsewhere")
+        with PostgresSessionStore(dsn, namespace="n", pool_size=1) as store:
+            assert store.vector_search == "client"
+            assert "'elsewhere'" in store._vectors.reason
+            assert "search_path" in store._vectors.reason
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
