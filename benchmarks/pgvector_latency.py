@@ -224,10 +224,14 @@ def sizes(dsn: str) -> dict[str, int]:
     return {str(name): int(size) for name, size in rows}
 
 
-def report(figures: dict[str, Any], args: argparse.Namespace) -> str:
-    commit = subprocess.run(
+def head_commit() -> str:
+    return subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
+
+
+def report(figures: dict[str, Any], args: argparse.Namespace) -> str:
+    commit = figures.get("commit", "")
     times = figures["times"]
     lines = [
         f"# Hybrid search latency on PostgreSQL: pgvector against the client path "
@@ -304,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if not args.dsn:
         parser.error("--dsn (or MEMSTRATA_BENCH_PGVECTOR_DSN) is required")
+    commit = head_commit()  # the code the run starts with, whatever changes meanwhile
     figures = run(args.dsn, args.messages, args.per_class)
+    figures["commit"] = commit
     text = report(figures, args)
     print(text)
     if args.output:
