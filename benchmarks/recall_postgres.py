@@ -239,14 +239,19 @@ def shown_output(path: Path) -> str:
         return path.name
 
 
-def report(result: dict[str, Any], args: argparse.Namespace) -> str:
-    """The Markdown result page."""
+def head_commit() -> str:
+    """The checkout's commit (short), or "unknown"."""
     try:
-        commit = subprocess.run(
+        return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     except OSError:
-        commit = "unknown"
+        return "unknown"
+
+
+def report(result: dict[str, Any], args: argparse.Namespace) -> str:
+    """The Markdown result page."""
+    commit = result.get("commit") or head_commit()
     times = result["times"]
     lines = [
         f"# Session recall on PostgreSQL ({'MADial-Bench' if args.path.is_dir() else 'LoCoMo'})\n",
@@ -371,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         def expander(store: Any, question: str) -> list[str]:
             return expand_query(store, client, question)
 
+    commit = head_commit()  # the code the run starts with, whatever changes meanwhile
     try:
         result = run(
             args.path,
@@ -384,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if fake_server is not None:
             fake_server.stop()
+    result["commit"] = commit
     text = report(result, args)
     print(text)
     if args.output:
