@@ -267,13 +267,24 @@ def _add_vectors(
     ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
     best = ranked[: boosts.VECTOR_RERANK]
     sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
-    blobs = stored_vectors(
-        tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
-    )
-    raw = cosines(blobs, vectors[0])
+    ids = [c.id for c in best]
+    blobs: dict[int, bytes] | None = None
+
+    def cosines_of(vector: Sequence[float]) -> dict[int, float]:
+        # The database's own cosines when it has a vector index, else the stored vectors
+        # (read once for both readings of a transcript).
+        nonlocal blobs
+        server = tx.server_cosines(embedder.name, vector, ids)
+        if server is not None:
+            return server
+        if blobs is None:
+            blobs = stored_vectors(tx, embedder.name, ids, sessions, VECTOR_SCAN, VECTOR_RECENT)
+        return cosines(blobs, vector)
+
+    raw = cosines_of(vectors[0])
     if read is not None:
         # A transcript's cosines mix its two readings as its keyword scores do.
-        raw = boosts.mix_readings(raw, cosines(blobs, vectors[1]), LAST_TURN_WEIGHT)
+        raw = boosts.mix_readings(raw, cosines_of(vectors[1]), LAST_TURN_WEIGHT)
     # The gate is absolute: a message the keywords missed joins only when it is close to
     # the question in meaning (on the embedder's own scale, see calibrated).
     gate = calibrated(embedder, raw)

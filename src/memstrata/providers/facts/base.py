@@ -544,10 +544,17 @@ class BaseFactStore(abc.ABC):
             logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
             return {}
         with self._transaction() as tx:
-            rows = tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN)
-        sims = facts_vectors.cosines(rows, vectors[0])
+            server = [
+                tx.server_cosines(embedder.name, v, facts_vectors.VECTOR_SCAN) for v in vectors
+            ]
+            if all(sims is not None for sims in server):
+                readings = [sims for sims in server if sims is not None]
+            else:
+                rows = tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN)
+                readings = [facts_vectors.cosines(rows, v) for v in vectors]
+        sims = readings[0]
         if read is not None:
-            sims = mix_readings(sims, facts_vectors.cosines(rows, vectors[1]), LAST_TURN_WEIGHT)
+            sims = mix_readings(sims, readings[1], LAST_TURN_WEIGHT)
         return calibrated(embedder, sims)
 
     def pending_vectors(self, embedder: Embedder | None = None) -> int:
