@@ -31,6 +31,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shlex
 import sqlite3
 import statistics
 import subprocess
@@ -317,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.db_dir is None or args.baseline_src is None or args.out is None:
         parser.error("--db-dir, --baseline-src and --out are required")
+    paths = ("--db-dir", "--baseline-src", "--hermes-python", "--recall-before")
+    paths += ("--recall-after", "--findings")
     shown = [
-        "PATH" if prev in ("--db-dir", "--baseline-src", "--hermes-python") else arg
+        "PATH" if prev in paths else shlex.quote(arg)
         for prev, arg in zip(["", *sys.argv[1:]], sys.argv[1:], strict=False)
     ]
     meta = {
