@@ -169,9 +169,11 @@ def render(result: dict[str, Any]) -> str:
         "reported 17 s and 11 s on a quieter machine.",
         "",
         "What bounds them now (`memstrata.store.postgres.bounds`): at most `MAX_TERMS` (16) "
-        "terms reach SQL (a natural query keeps its longest, an explicit one its first in "
-        "reading order), at most `MAX_SUBSTRING_TERMS` (4) of them also scan the trigram "
-        "index, one statement probes each term's indexes one by one for at most 500 ids "
+        "terms reach SQL (a natural query keeps its rarest by the tenant's statistics, "
+        "then its longest, an explicit one its first in reading order; every term scores "
+        "the candidates, `memstrata.store.postgres.ranking`), at most "
+        "`MAX_SUBSTRING_TERMS` (4) of them also scan the trigram index, one statement "
+        "probes each term's indexes one by one for at most 500 ids "
         "(its count, and every row of a rare term), with plans pinned by planner settings "
         "local to the search (no sequential scan, whatever the statistics), and every "
         "search statement runs under `statement_timeout` = `SEARCH_TIMEOUT_MS` (5 s), "

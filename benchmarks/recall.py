@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.query import compile as query
+from memstrata.query import transcript
 from memstrata.query.cjk import CJK_RUN, run_terms
 from memstrata.query.dates import find_dates, strip_dates
 from memstrata.query.filters import Filters
@@ -902,6 +903,10 @@ def options_text() -> list[str]:
         f"weighted {rank.SESSION_HIT_DECAY}^i",
         "date awareness: on; dates named in the question (English and Chinese) leave the "
         f"keyword query and messages written then score x{1 + fulltext_boosts.DATE_BOOST:g}",
+        "transcript reading: on; a query of speaker lines (two speakers or more) is also "
+        "read by its last user turn, each message scoring (whole + "
+        f"{transcript.LAST_TURN_WEIGHT:g} x last turn) / {1 + transcript.LAST_TURN_WEIGHT:g}, "
+        "keyword scores and cosines alike",
         f"speaker awareness: off (x{1 + fulltext_boosts.SPEAKER_BOOST:g} for transcript "
         "lines of a speaker the question names)",
         "hybrid recall: off (needs an embedder and the indexing step); when on, a keyword "

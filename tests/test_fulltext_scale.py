@@ -234,6 +234,35 @@ def test_a_phrase_in_few_rows_is_ranked_without_its_probe(
     assert bool(probes) == (copies > 5)
 
 
+def test_a_lone_phrase_reads_only_its_page_from_the_word_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query that is one quoted phrase joins only its page of rows with their messages
+    (not the wider candidate set a search ranks), and each page is the one the wide
+    search gives: bm25() first, equal scores to the newer row, filters applied."""
+    from memstrata.store.sqlite.transaction import SQLiteTransaction
+
+    monkeypatch.setattr(ft, "COMMON_DF", 40)  # 30 rows hold the phrase: rare
+    with _phrase_store(tmp_path / "s.db", 30) as s:
+        with traced_reads(s) as statements:
+            first = _page(s, '"auth api"')
+        joins = [x for x in statements if x.startswith("SELECT m.id, m.session_id, m.timestamp")]
+        assert len(joins) == 1
+        assert len(joins[0].split("IN (")[1].split(")")[0].split(",")) == 10
+        # The row holding the phrase twice, then the equal rows newest first.
+        assert [mid for mid, _ in first] == [1, *range(30, 21, -1)]
+        kinds: list[dict[str, object]] = [{}, {"role_filter": "user"}, {"sort": "relevance"}]
+        paged = {
+            (i, offset): _page(s, '"auth api"', offset=offset, **kw)
+            for i, kw in enumerate(kinds)
+            for offset in (0, 5, 10, 25)
+        }
+        monkeypatch.setattr(SQLiteTransaction, "phrase_pages", False)
+        assert first == _page(s, '"auth api"')
+        for (i, offset), page in paged.items():
+            assert page == _page(s, '"auth api"', offset=offset, **kinds[i])
+
+
 def test_a_prefix_is_walked_once_per_search(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -483,6 +483,56 @@ def test_walk_gives_up_when_matches_are_rare_and_old(
     assert sorted(h["id"] for h in pg.search_messages("narwhal")) == sorted(old)
 
 
+def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term common in the tenant's newest rows is never probed through its index; a
+    rare one is, whole; the walk of a common term stops at MAX_WALK rows."""
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
+    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
+    monkeypatch.setattr(pg_search, "MAX_WALK", 60)
+    pg.create_session("a")
+    old = pg.append_messages("a", [{"role": "user", "content": "gannet old"}] * 30)
+    rare = pg.append_messages("a", [{"role": "user", "content": "puffin rare"}] * 3)
+    pg.append_messages(
+        "a",
+        [{"role": "user", "content": "gannet new" if i % 4 else f"filler {i}"} for i in range(100)],
+    )
+    tree = compile_query("gannet puffin").tree
+    assert tree is not None
+    terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
+    with pg.connection() as conn:
+        probed = pg_search.Probed()
+        probed.add(conn, pg.namespace, [a for t in terms for a in t.arms])
+    gannet, puffin = terms
+    # Its word arm is not probed (its CJK arm, for Latin glued to CJK, is rare: probed).
+    word_arm = gannet.arms[0]
+    assert word_arm[0].startswith("m.tsv @@")
+    assert probed.common(gannet) and not probed.probed(word_arm)
+    assert probed.rows(puffin) == set(rare) and probed.df(puffin) == 3
+    assert probed.total == 133 and probed.sampled.rows == 40
+    # The walk reads the newest 60 rows at most: the oldest "gannet" rows stay unseen.
+    hits = {h["id"] for h in pg.search_messages("gannet", limit=100)}
+    assert hits and not hits & set(old)
+    assert {h["id"] for h in pg.search_messages("puffin", limit=10)} == set(rare)
+
+
+def test_gin_pending_lists_are_small(pg: PostgresSessionStore) -> None:
+    """m005: every GIN search index keeps a short pending list (read by every search)."""
+    with pg.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.relname AS name, c.reloptions AS opts FROM pg_class c "
+            "JOIN pg_index i ON i.indexrelid = c.oid JOIN pg_am a ON a.oid = c.relam "
+            "WHERE i.indrelid = 'messages'::regclass AND a.amname = 'gin'"
+        ).fetchall()
+    assert {r["name"] for r in rows} == {
+        n for n, sql in schema.SEARCH_INDEXES.items() if "USING gin" in sql
+    }
+    for r in rows:
+        assert f"gin_pending_list_limit={schema.GIN_PENDING_LIST_KB}" in (r["opts"] or []), r
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=st.text(max_size=40))
 def test_no_query_raises_or_breaks_sql(query: str) -> None:
@@ -809,8 +859,13 @@ def test_eight_clients_append_and_search_at_once(pg: PostgresSessionStore) -> No
         assert {h["session_id"] for h in hits} == {f"w{w}", "shared"}
 
 
-def test_docs_session_store_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_docs_session_store_example_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The example of the "Session store" section of docs/postgres.md runs as written."""
+    # The example reads its server from MEMSTRATA_PG_DSN: point it at the test server,
+    # so it runs against the database (and schema version) the rest of this file uses.
+    monkeypatch.setenv("MEMSTRATA_PG_DSN", DSN)
     doc = (ROOT / "docs" / "postgres.md").read_text(encoding="utf-8")
     section = doc.split("## Session store", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]

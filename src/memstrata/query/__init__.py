@@ -1,5 +1,6 @@
 """The query language both stores compile from: natural text and explicit syntax, CJK
-bigrams, the dates a question names, and result filters.
+bigrams, the dates a question names, the two readings of a transcript-shaped query, and
+result filters.
 """
 
 from __future__ import annotations

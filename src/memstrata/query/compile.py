@@ -179,6 +179,23 @@ class CompiledQuery:
         seen = {h for t in self.tree.positive_terms() for h in t.highlights if h}
         return sorted(seen, key=lambda h: (-len(h), h))
 
+    @property
+    def lone_phrase(self) -> bool:
+        """True for a query that is one quoted phrase found by the word index alone
+        (``"exact words"``): its ranking is that index's, so a backend that ranks it in
+        page order can fetch just the page (see ``Transaction.phrase_pages``)."""
+        node = self.tree
+        return (
+            self.explicit
+            and node is not None
+            and node.op == "term"
+            and node.term is not None
+            and node.term.phrase
+            and not node.term.prefix
+            and self.match.get("word") is not None
+            and all(v is None for index, v in self.match.items() if index != "word")
+        )
+
 
 def clean_text(query: str) -> str:
     """Cap ``query`` at MAX_QUERY_CHARS and replace characters FTS5 cannot take with spaces."""

@@ -331,6 +331,11 @@ class Transaction(abc.ABC):
 
     # -- search --------------------------------------------------------------------------
 
+    # True when :meth:`candidates` ranks a lone phrase (``CompiledQuery.lone_phrase``) in
+    # the final order (equal scores: the newer message first), so that a page of results
+    # needs only ``offset + limit`` candidates.
+    phrase_pages: bool = False
+
     @abc.abstractmethod
     def candidates(
         self, compiled: CompiledQuery, filters: Filters, k: int, order: Order
@@ -448,3 +453,12 @@ class Transaction(abc.ABC):
     @abc.abstractmethod
     def vectors_of(self, model: str, message_ids: Sequence[int]) -> dict[int, bytes]:
         """Vectors of ``model`` of these messages (those that have one)."""
+
+    def server_cosines(
+        self, model: str, query_vector: Sequence[float], message_ids: Sequence[int]
+    ) -> dict[int, float] | None:
+        """Cosines of ``query_vector`` computed by the database: with the vectors of
+        ``model`` of these messages and of the messages nearest to it by the database's
+        own index. None (the default) when the backend has no such search: the caller
+        reads the stored vectors (:func:`memstrata.store.rank.stored_vectors`) instead."""
+        return None

@@ -6,6 +6,8 @@ backend's full-text score) and adjusts them in place; none reads the store itsel
 * :func:`boost_dates` - messages written inside a date the question names;
 * :func:`boost_speakers` - transcript lines ("Name: ...") spoken by a person the
   question names;
+* :func:`mix_readings` - the scores of a transcript-shaped query read as a whole and by
+  its last turn (:mod:`memstrata.query.transcript`);
 * :func:`merge_subqueries` - the candidates of rewritten sub-queries (query expansion);
 * :func:`fuse_vectors` - cosine similarity from an embedder (hybrid recall), plus the
   messages the keywords missed when they are close enough.
@@ -39,6 +41,7 @@ __all__ = [
     "fuse_vectors",
     "hybrid_scores",
     "merge_subqueries",
+    "mix_readings",
 ]
 
 # A message written inside a date the question names ("on 7 July, 2023", "in August
@@ -170,6 +173,19 @@ def hybrid_scores(
         if key not in fused:
             fused[key] = weight * sims.get(key, 0.0)
     return fused
+
+
+def mix_readings(
+    whole: Mapping[Key, float], last_turn: Mapping[Key, float], weight: float
+) -> dict[Key, float]:
+    """The scores of a query read twice (:mod:`memstrata.query.transcript`): each key's
+    ``(whole + weight * last_turn) / (1 + weight)``, a key one reading did not find
+    counting 0 there. With both readings on one scale (keyword scores whose best is 1.0,
+    or cosines), the mix stays on it."""
+    return {
+        key: (whole.get(key, 0.0) + weight * last_turn.get(key, 0.0)) / (1.0 + weight)
+        for key in {**whole, **last_turn}
+    }
 
 
 def fuse_vectors(

@@ -18,6 +18,7 @@ from memstrata.errors import ConfigError, SessionStoreError
 from memstrata.query.compile import CompiledQuery, compile_query
 from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.query.filters import Filters
+from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.store import boosts
 from memstrata.store.backend import Candidate
 from memstrata.store.vectors import (
@@ -137,21 +138,35 @@ def rank_query(
 
     ``dates``: calendar dates named in the query (:mod:`memstrata.query.dates`) leave the
     keyword query and boost the messages written then (a query with operators or quotes
-    is taken as written). ``speakers``, ``embedder`` and ``subqueries``: see
-    :mod:`memstrata.store.boosts`. An explicit query that finds fewer than ``want``
-    messages (sessions, with ``by_session``) adds its fallback's candidates below its own.
+    is taken as written). A transcript-shaped query is also read by its last turn
+    (:mod:`memstrata.query.transcript`), keyword scores and cosines alike. ``speakers``,
+    ``embedder`` and ``subqueries``: see :mod:`memstrata.store.boosts`. An explicit query
+    that finds fewer than ``want`` messages (sessions, with ``by_session``) adds its
+    fallback's candidates below its own.
     """
     if isinstance(subqueries, str):
         raise SessionStoreError(
             "subqueries must be a list of query strings, not one string: "
             "pass [text] (expand_query returns such a list)."
         )
-    compiled, windows, date_only = dated_query(query, dates=dates)
+    # A transcript-shaped query is read as a whole (its end, when long) and again by its
+    # last turn (query.transcript).
+    read = readings(query)
+    compiled, windows, date_only = dated_query(query if read is None else read.whole, dates=dates)
+    first = k
+    alone = read is None and not (by_session or speakers or embedder is not None or subqueries)
+    if want and alone and compiled.lone_phrase and tx.phrase_pages:
+        # A page of messages for one quoted phrase: the backend ranks it in page order,
+        # so the page is all it needs to read (its best row, the score's scale, is on
+        # it). Sessions, vectors and boosts need the wider set.
+        first = min(k, want)
     found = (
-        {c.id: c for c in tx.candidates(compiled, filters, k, "rank")}
+        {c.id: c for c in tx.candidates(compiled, filters, first, "rank")}
         if not compiled.is_empty
         else {}
     )
+    if read is not None:
+        _mix_last_turn(tx, found, read, filters, k, dates=dates)
     fallback = compiled.fallback
     if fallback is not None and want and boosts.too_few(found.values(), want, sessions=by_session):
         # An explicit query that finds too little falls back to its words, below its hits.
@@ -169,13 +184,47 @@ def rank_query(
                 extra.append(tx.candidates(sub_compiled, filters, k, "rank"))
         boosts.merge_subqueries(found, extra, boosts.EXPANSION_WEIGHT)
     if embedder is not None and query and query.strip():
-        _add_vectors(tx, found, embedder, query, filters)
+        _add_vectors(tx, found, embedder, query, filters, read)
     cands = list(found.values())
     boosts.boost_dates(cands, windows, boosts.DATE_BOOST)
     if speakers and query:
         boosts.boost_speakers(tx.texts([c.id for c in cands]), cands, query, boosts.SPEAKER_BOOST)
     cands.sort(key=lambda c: (-c.score, -c.id))
     return RankedQuery(compiled, windows, cands)
+
+
+def _mix_last_turn(
+    tx: Transaction,
+    found: dict[int, Candidate],
+    read: Readings,
+    filters: Filters,
+    k: int,
+    *,
+    dates: bool,
+) -> None:
+    """Mix into ``found`` (the whole query's candidates) the candidates of its last turn,
+    each reading scaled to its best 1.0 (:func:`memstrata.store.boosts.mix_readings`)."""
+    compiled, _, _ = dated_query(read.last_turn, dates=dates)
+    if compiled.is_empty:
+        return
+    last = {c.id: c for c in tx.candidates(compiled, filters, k, "rank")}
+    if not last:
+        return
+    mixed = boosts.mix_readings(
+        _scaled({mid: c.score for mid, c in found.items()}),
+        _scaled({mid: c.score for mid, c in last.items()}),
+        LAST_TURN_WEIGHT,
+    )
+    for mid, cand in last.items():
+        found.setdefault(mid, cand)
+    for mid, score in mixed.items():
+        found[mid].score = score
+
+
+def _scaled(scores: Mapping[int, float]) -> dict[int, float]:
+    """``scores`` divided by the best of them (unchanged when none is above zero)."""
+    top = max(scores.values(), default=0.0)
+    return {key: score / top for key, score in scores.items()} if top > 0 else dict(scores)
 
 
 def _written_in(
@@ -199,10 +248,16 @@ def _written_in(
 
 
 def _add_vectors(
-    tx: Transaction, found: dict[int, Candidate], embedder: Embedder, query: str, filters: Filters
+    tx: Transaction,
+    found: dict[int, Candidate],
+    embedder: Embedder,
+    query: str,
+    filters: Filters,
+    read: Readings | None = None,
 ) -> None:
-    vectors = embed_queries(embedder, [query])
-    if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
+    texts = [query] if read is None else [read.whole, read.last_turn]
+    vectors = embed_queries(embedder, texts)
+    if len(vectors) != len(texts) or any(len(v) != embedder.dims for v in vectors):
         raise ConfigError(
             f"Embedder {embedder.name!r} returned no {embedder.dims}-dims vector for the "
             "query; check its `dims` and `embed()`."
@@ -212,10 +267,24 @@ def _add_vectors(
     ranked = sorted(found.values(), key=lambda c: (-c.score, -c.id))
     best = ranked[: boosts.VECTOR_RERANK]
     sessions = list(dict.fromkeys(c.session_id for c in ranked))[: boosts.VECTOR_SESSIONS]
-    blobs = stored_vectors(
-        tx, embedder.name, [c.id for c in best], sessions, VECTOR_SCAN, VECTOR_RECENT
-    )
-    raw = cosines(blobs, vectors[0])
+    ids = [c.id for c in best]
+    blobs: dict[int, bytes] | None = None
+
+    def cosines_of(vector: Sequence[float]) -> dict[int, float]:
+        # The database's own cosines when it has a vector index, else the stored vectors
+        # (read once for both readings of a transcript).
+        nonlocal blobs
+        server = tx.server_cosines(embedder.name, vector, ids)
+        if server is not None:
+            return server
+        if blobs is None:
+            blobs = stored_vectors(tx, embedder.name, ids, sessions, VECTOR_SCAN, VECTOR_RECENT)
+        return cosines(blobs, vector)
+
+    raw = cosines_of(vectors[0])
+    if read is not None:
+        # A transcript's cosines mix its two readings as its keyword scores do.
+        raw = boosts.mix_readings(raw, cosines_of(vectors[1]), LAST_TURN_WEIGHT)
     # The gate is absolute: a message the keywords missed joins only when it is close to
     # the question in meaning (on the embedder's own scale, see calibrated).
     gate = calibrated(embedder, raw)

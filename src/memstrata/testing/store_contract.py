@@ -279,6 +279,17 @@ class StoreContractSuite:
         assert found and found[0]["session_id"] == "zh"
         _shape(found[0], SessionHit)
 
+    def test_a_long_chinese_dialogue_finds_the_memory_of_its_rare_words(self, store: Store) -> None:
+        # The dialogue repeats small talk that many sessions hold (more distinct bigrams
+        # than a search may look up), and names the memory once, in rare words.
+        _conversation(store, "magic", "元旦晚会上我表演了魔术，大家都很喜欢。")
+        chatter = "你好呀，今天过得怎么样？我觉得还不错，谢谢你的关心。"
+        for i in range(6):
+            _conversation(store, f"chat{i}", chatter)
+        turns = ["Bart: 元旦的魔术表演怎么样？", f"Assistant: {chatter}", f"Bart: {chatter}"]
+        found = store.search_sessions("\n".join(turns))
+        assert found and found[0]["session_id"] == "magic"
+
     def test_search_sessions_rank_sessions_and_honour_filters(self, store: Store) -> None:
         _conversation(store, "a", "the kyoto itinerary and the ryokan booking", source="cli")
         _conversation(store, "b", "kyoto again", source="telegram")

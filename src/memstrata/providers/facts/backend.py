@@ -166,6 +166,14 @@ class FactTransaction(abc.ABC):
     def vectors(self, model: str, scan: int) -> list[tuple[int, bytes]]:
         """The newest ``scan`` vectors of ``model`` (by fact id, newest first)."""
 
+    def server_cosines(
+        self, model: str, query_vector: Sequence[float], scan: int
+    ) -> dict[int, float] | None:
+        """The cosines of ``query_vector`` with the newest ``scan`` vectors of ``model``,
+        computed by the database; None (the default) when the backend computes none and
+        the caller compares :meth:`vectors` itself."""
+        return None
+
     @abc.abstractmethod
     def pending_count(self, model: str) -> int:
         """Live facts without a vector of ``model``."""

@@ -61,7 +61,9 @@ from memstrata.providers.facts.contract import (
     FactDump,
 )
 from memstrata.providers.facts.schema import CATEGORIES
+from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
+from memstrata.store.boosts import mix_readings
 from memstrata.store.vectors import calibrated
 
 logger = logging.getLogger(__name__)
@@ -467,14 +469,25 @@ class BaseFactStore(abc.ABC):
         """
         if category is not None:
             check_category(category)
-        compiled = facts_recall.compile_search(query)
+        # A transcript-shaped query is read as a whole (its end, when long) and again by
+        # its last turn, as the session search reads it (memstrata.query.transcript).
+        read = readings(query)
+        compiled = facts_recall.compile_search(query if read is None else read.whole)
         if compiled.is_empty:
             return self.list(category=category, subject=subject, limit=limit)
-        sims = self._similarities(query)
+        sims = self._similarities(query, read)
         with self._transaction() as tx:
             scores, rows = facts_recall.search_scores(
                 tx, compiled, category=category, subject=subject
             )
+            if read is not None:
+                last = facts_recall.compile_search(read.last_turn)
+                if not last.is_empty:
+                    last_scores, last_rows = facts_recall.search_scores(
+                        tx, last, category=category, subject=subject
+                    )
+                    scores = mix_readings(scores, last_scores, LAST_TURN_WEIGHT)
+                    rows.update(last_rows)
             if sims:
                 scores = facts_vectors.fuse_search(scores, sims)
                 missing = [i for i in scores if i not in rows]
@@ -499,7 +512,7 @@ class BaseFactStore(abc.ABC):
         shows (the slots in the system prompt).
         """
         skip = {int(i) for i in exclude}
-        sims = self._similarities(message)
+        sims = self._similarities(message, readings(message))
         with self._transaction() as tx:
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
@@ -509,8 +522,10 @@ class BaseFactStore(abc.ABC):
 
     # -- vectors (optional hybrid recall) -------------------------------------------------
 
-    def _similarities(self, text: str) -> dict[int, float]:
-        """Cosine of ``text`` with the stored vectors of ``self.embedder`` ({} without one).
+    def _similarities(self, text: str, read: Readings | None = None) -> dict[int, float]:
+        """Cosine of ``text`` with the stored vectors of ``self.embedder`` ({} without one);
+        with ``read`` (a transcript's two readings) each fact's cosines under both, mixed
+        (:func:`memstrata.store.boosts.mix_readings`).
 
         An embedder that fails (endpoint down, bad answer) costs the vectors, not the
         search: the keywords still answer, and the failure is logged.
@@ -522,14 +537,25 @@ class BaseFactStore(abc.ABC):
             stored = tx.has_vectors(embedder.name)
         if not stored:
             return {}
+        texts = [text] if read is None else [read.whole, read.last_turn]
         try:
-            vector = facts_vectors.embed_query(embedder, text)
+            vectors = facts_vectors.embed_query(embedder, *texts)
         except MemstrataError as exc:
             logger.warning("facts: keyword-only search, the embedder failed: %s", exc)
             return {}
         with self._transaction() as tx:
-            rows = tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN)
-        return calibrated(embedder, facts_vectors.cosines(rows, vector))
+            server = [
+                tx.server_cosines(embedder.name, v, facts_vectors.VECTOR_SCAN) for v in vectors
+            ]
+            if all(sims is not None for sims in server):
+                readings = [sims for sims in server if sims is not None]
+            else:
+                rows = tx.vectors(embedder.name, facts_vectors.VECTOR_SCAN)
+                readings = [facts_vectors.cosines(rows, v) for v in vectors]
+        sims = readings[0]
+        if read is not None:
+            sims = mix_readings(sims, readings[1], LAST_TURN_WEIGHT)
+        return calibrated(embedder, sims)
 
     def pending_vectors(self, embedder: Embedder | None = None) -> int:
         """Live facts not yet embedded by ``embedder`` (default: ``self.embedder``)."""

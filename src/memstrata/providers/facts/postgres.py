@@ -15,8 +15,9 @@ facts as it shares the sessions. What differs is underneath:
 * a search scores each query term by its rarity among the tenant's live facts (IDF)
   times its ``ts_rank`` in the fact, the terms' ranks scaled to their best candidate
   (FTS5's BM25 on SQLite); the recall gate, fusion and vectors are the shared rules;
-* vectors are unit float32 ``bytea`` compared in the client over the newest
-  ``VECTOR_SCAN`` of the tenant (no server extension is needed);
+* vectors are unit float32 ``bytea`` compared over the newest ``VECTOR_SCAN`` of the
+  tenant, in the client, or by the server when it has pgvector
+  (:mod:`memstrata.store.postgres.pgvector`);
 * writes of one tenant are serialised by a transaction-level advisory lock, as SQLite's
   ``BEGIN IMMEDIATE`` serialises writers of the file, so two processes setting one slot
   at once leave one live value.
@@ -46,6 +47,7 @@ from memstrata.store.postgres.bounds import bound_query
 from memstrata.store.postgres.codec import pg_text
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
+from memstrata.store.postgres.pgvector import FACTS, ServerFactRows, ServerVectors
 from memstrata.store.postgres.schema import TS_CONFIG
 from memstrata.store.postgres.search import cjk_tsquery
 from memstrata.store.postgres.store import configured
@@ -330,12 +332,15 @@ def _fact(row: Mapping[str, Any]) -> FactRow:
     return cast(FactRow, {c: row[c] for c in FACT_COLUMNS})
 
 
-class PostgresFactTransaction(FactTransaction):
-    """The primitives on one pooled connection, for the facts of tenant ``ns``."""
+class PostgresFactTransaction(ServerFactRows, FactTransaction):
+    """The primitives on one pooled connection, for the facts of tenant ``ns``
+    (``server_vectors``: how the store compares vectors, see
+    :mod:`memstrata.store.postgres.pgvector`)."""
 
-    def __init__(self, conn: Conn, ns: str) -> None:
+    def __init__(self, conn: Conn, ns: str, server_vectors: ServerVectors | None = None) -> None:
         self.conn = conn
         self.ns = ns
+        self.server_vectors = server_vectors
 
     def _all(self, sql: str, params: Sequence[Any]) -> list[FactRow]:
         return [_fact(r) for r in self.conn.execute(sql, params).fetchall()]
@@ -728,6 +733,7 @@ class PostgresFactTransaction(FactTransaction):
                     "vector = excluded.vector, created_at = excluded.created_at",
                     params,
                 )
+            self.fill_embeddings([(p[1], p[2], p[3], p[4]) for p in params])
 
 
 class PostgresFactStore(BaseFactStore):
@@ -749,6 +755,7 @@ class PostgresFactStore(BaseFactStore):
         durability: Durability | None = None,
         connect_timeout: float = 10.0,
         embedder: Embedder | None = None,
+        pgvector: bool = True,
     ) -> None:
         cfg = config if config is not None else Config.load()
         chosen, self._namespace, mode = configured(
@@ -769,6 +776,10 @@ class PostgresFactStore(BaseFactStore):
         try:
             with self._db.autocommit() as conn:
                 migrate_facts(conn)
+            # Vectors compared by the server when it has pgvector (pgvector=False: never).
+            self._vectors = ServerVectors(
+                self._db.direct, self._namespace, wanted=pgvector, table=FACTS
+            )
         except psycopg.Error as exc:
             self._db.close()
             raise StorageError(
@@ -799,7 +810,7 @@ class PostgresFactStore(BaseFactStore):
     @contextmanager
     def _transaction(self, *, write: bool = False) -> Iterator[FactTransaction]:
         with self._db.connection() as conn:
-            tx = PostgresFactTransaction(conn, self._namespace)
+            tx = PostgresFactTransaction(conn, self._namespace, self._vectors)
             if write:
                 tx.lock()
             yield tx

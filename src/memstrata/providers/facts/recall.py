@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Final
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import STOPWORDS, CompiledQuery, Index, Term, compile_query
+from memstrata.query.transcript import LAST_TURN_WEIGHT, readings
+from memstrata.store.boosts import mix_readings
 from memstrata.store.rank import fuse_evidence
 
 if TYPE_CHECKING:
@@ -291,7 +293,9 @@ def recall_scores(
     (:func:`admitted`) refuses the message.
 
     The admitted facts are ranked exactly as :func:`search_scores` ranks a search for the
-    same words (one compile, one fusion): the gate decides who may speak, never the order.
+    same words (one compile, one fusion; a transcript-shaped message read twice, as a
+    whole and by its last turn, :mod:`memstrata.query.transcript`): the gate decides who
+    may speak, never the order.
     """
     compiled = compile_query(natural_text(message), stopwords=RECALL_STOPWORDS)
     if compiled.is_empty:
@@ -300,6 +304,11 @@ def recall_scores(
     if not allowed:
         return {}
     scores, _ = search_scores(tx, compiled)
+    read = readings(message)
+    if read is not None:
+        last = compile_query(natural_text(read.last_turn), stopwords=RECALL_STOPWORDS)
+        if not last.is_empty:
+            scores = mix_readings(scores, search_scores(tx, last)[0], LAST_TURN_WEIGHT)
     return {i: score for i, score in scores.items() if i in allowed}
 
 

@@ -136,15 +136,15 @@ def index_in_batches(
     return done
 
 
-def embed_query(embedder: Embedder, text: str) -> list[float]:
-    """The query's vector (one embedder call)."""
-    vectors = embed_queries(embedder, [text[:EMBED_CHARS]])
-    if len(vectors) != 1 or len(vectors[0]) != embedder.dims:
+def embed_query(embedder: Embedder, *texts: str) -> list[list[float]]:
+    """The vectors of a query's readings (one embedder call; usually one text)."""
+    vectors = embed_queries(embedder, [text[:EMBED_CHARS] for text in texts])
+    if len(vectors) != len(texts) or any(len(v) != embedder.dims for v in vectors):
         raise ConfigError(
             f"Embedder {embedder.name!r} did not return one vector of {embedder.dims} dims "
-            "for the query; check the embedder."
+            "per query text; check the embedder."
         )
-    return [float(x) for x in vectors[0]]
+    return [[float(x) for x in vector] for vector in vectors]
 
 
 def cosines(rows: Sequence[tuple[int, bytes]], query_vector: Sequence[float]) -> dict[int, float]:

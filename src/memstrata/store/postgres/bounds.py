@@ -8,8 +8,9 @@ SQLite's FTS5 took 0.17 s. Three bounds keep every query in the same range as a 
 question:
 
 * at most :data:`MAX_TERMS` distinct terms reach SQL. A natural query (an OR of terms)
-  keeps its longest terms, which are the rarest and carry the ranking, then the ones it
-  repeats most, then the last written; an
+  keeps its rarest terms by the tenant's statistics (they carry the ranking), then its
+  longest, the ones it repeats most, the last written; every term still scores the
+  candidates (:mod:`memstrata.store.postgres.ranking`); an
   explicit boolean query keeps its first terms in reading order, so AND/OR/NOT keep
   their meaning over what is kept;
 * at most :data:`MAX_SUBSTRING_TERMS` of them may also scan the trigram index (the
@@ -25,6 +26,7 @@ what a question of normal length matches: natural questions have well under
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
@@ -67,11 +69,17 @@ def _leaves(node: Node) -> list[Term]:
     return [t for child in node.children for t in _leaves(child)]
 
 
-def bound_query(compiled: CompiledQuery, max_terms: int = MAX_TERMS) -> CompiledQuery:
+def bound_query(
+    compiled: CompiledQuery,
+    max_terms: int = MAX_TERMS,
+    rarity: Mapping[Term, float] | None = None,
+) -> CompiledQuery:
     """``compiled`` with at most ``max_terms`` terms in its tree (itself when within).
 
-    A natural query keeps its longest distinct terms (ties: the most repeated, then the
-    last written); an explicit one its first terms in reading order.
+    A natural query keeps its rarest distinct terms by ``rarity`` (a term's estimated
+    rows, see :func:`memstrata.store.postgres.ranking.rarity`), then the longest (ties:
+    the most repeated, then the last written); an explicit one its first terms in
+    reading order.
     """
     tree = compiled.tree
     if tree is None:
@@ -88,8 +96,19 @@ def bound_query(compiled: CompiledQuery, max_terms: int = MAX_TERMS) -> Compiled
         # (query term frequency), and in pasted text or a dialogue the last words are
         # the current topic and the question. Measured on both halves of the MADial
         # dev set (PostgreSQL R@5 0.213/0.249 in reading order, 0.360/0.425 so).
+        # The rarest first by the tenant's statistics: a long Chinese dialogue is
+        # hundreds of bigrams of one length, most of them in many rows, and its memory
+        # is found by the few rare ones wherever the dialogue says them.
         counts = Counter(leaf.text for leaf in leaves)
-        order.sort(key=lambda i: (-len(leaves[i].text), -counts[leaves[i].text], -i))
+        rare = rarity or {}
+        order.sort(
+            key=lambda i: (
+                rare.get(leaves[i], 0.0),
+                -len(leaves[i].text),
+                -counts[leaves[i].text],
+                -i,
+            )
+        )
         keep, kept = set(), set()
         for i in order:
             if leaves[i].text not in kept:

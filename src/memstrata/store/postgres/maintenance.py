@@ -229,8 +229,9 @@ def counts(conn: Conn, ns: str) -> dict[str, Any]:
 # after 1,000 + 20 % rows inserted (PostgreSQL 13+ counts inserts for that).
 ANALYZE_BASE, ANALYZE_SCALE = 50, 0.1
 VACUUM_BASE, VACUUM_SCALE = 1000, 0.2
-# The tables search plans depend on.
-KEPT_TABLES = ("messages", "sessions")
+# The tables search plans depend on (and the HNSW index of message_vectors, which
+# keeps deleted rows' entries until VACUUM: memstrata.store.postgres.pgvector).
+KEPT_TABLES = ("messages", "sessions", "message_vectors")
 # Key of the advisory lock that lets one process at a time do this work on a database
 # ("memstrat" + 1, as a signed 64-bit integer beside the migration lock's key).
 MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1

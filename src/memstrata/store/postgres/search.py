@@ -28,7 +28,6 @@ search's transaction, so a table never analyzed is searched the same way.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from memstrata.query.compile import CompiledQuery, Node, Term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
+from memstrata.store.postgres import ranking
 from memstrata.store.postgres.bounds import SEARCH_TIMEOUT_MS, bound_query, substring_budget
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
@@ -56,6 +56,17 @@ Conn = psycopg.Connection[Any]
 RANK_NORMALIZATION = 1
 # The first window of the newest-first walk (see _walk_newest), in rows of the tenant.
 WALK_WINDOW = 2000
+# The most rows of the tenant one walk reads: matches of common terms older than the
+# newest MAX_WALK rows are not looked for (a bound on the work, whatever the terms).
+MAX_WALK = 16_000
+# The tenant's newest rows that tell common terms from rare ones (see _probe), and the
+# fewest of them a term must be found in to pass for common.
+SAMPLE_ROWS = 2000
+SAMPLE_MIN_HITS = 3
+# The most arm tests (rows times arms) one sample makes: a query of many terms (a pasted
+# text, a list of identifiers) samples fewer rows, down to SAMPLE_MIN_ROWS.
+SAMPLE_TESTS = 16_000
+SAMPLE_MIN_ROWS = 500
 # A row fetched through a GIN bitmap costs about this many rows read by the newest-first
 # walk (scattered heap pages against an id range read in order; measured on the
 # benchmark corpus at 200k messages: 5-10 us against 1.5 us a row).
@@ -64,12 +75,13 @@ BITMAP_ROW_COST = 5
 # missing: a server with autovacuum off, a table just bulk-loaded). A sequential scan of
 # a table shared by every tenant is never the right way to search one; counts go through
 # the GIN bitmaps; the newest-first walk reads idx_messages_ns_id backwards.
-SEARCH_PLAN = {"enable_seqscan": "off"}
+# JIT off: the probes the sample spares still count in a statement's estimated cost,
+# which then passes jit_above_cost, and compiling took longer than the search (200 ms
+# for a question at 1M messages).
+SEARCH_PLAN = {"enable_seqscan": "off", "jit": "off"}
 # (gin_fuzzy_search_limit would bound a common term's bitmap, but on these two-column
 # indexes it samples the tenant's own entry as well, so a common term of a big tenant
 # came back with a few hundred rows and passed for rare: not used.)
-PROBE_PLAN = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
-WALK_PLAN = {"enable_bitmapscan": "off", "enable_sort": "off"}
 
 
 @contextmanager
@@ -167,6 +179,9 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
             qparams = [text, text]
         else:
             qparams = [text]
+        # A scalar subquery is evaluated once per statement (phraseto_tsquery is only
+        # stable: as a plain call it was parsed again for every row it was tested on).
+        query = f"(SELECT {query})"
         preds.append(f"m.tsv @@ {query}")
         params += qparams
         ranks.append(f"ts_rank(m.tsv, {query}, {RANK_NORMALIZATION})")
@@ -269,54 +284,158 @@ def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _probe(
-    conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]
-) -> tuple[list[list[int]], int]:
-    """The ids of ``ns``'s rows each arm (one index's predicate) matches, at most
-    COMMON_DF of them, and the tenant's size (from the sessions' counters: far cheaper
-    than a count), in one statement.
+@dataclass
+class Sample:
+    """The tenant's newest rows read by :func:`_probe`: how many, the oldest one's id
+    (None: the sample held the whole tenant), and the ids among them that match what is
+    looked for and pass the search's filters, newest first."""
 
-    Each arm is one GIN probe read through a bitmap whose heap visits stop at COMMON_DF
-    rows. Fewer than COMMON_DF ids are all the arm's rows: a rare term's candidates,
-    found without a second probe.
+    rows: int
+    low: int | None
+    ids: list[int] = field(default_factory=list)
+
+
+def _probe(
+    conn: Conn,
+    ns: str,
+    arms: Sequence[tuple[str, list[Any]]],
+    gates: Sequence[Sequence[int]],
+    where: tuple[str, Sequence[Any]] = ("TRUE", ()),
+) -> tuple[list[list[int] | None], list[list[int]], Sample, int]:
+    """Which arms (one index's predicate each) are common, and every id of the others,
+    with the tenant's size (from the sessions' counters: far cheaper than a count), in
+    one statement.
+
+    The tenant's newest SAMPLE_ROWS rows (fewer for many arms, see SAMPLE_TESTS) are read
+    first (``idx_messages_ns_id``) and each arm is tested on them: an arm found in enough
+    of them to hold COMMON_DF of the tenant's rows is common, and is never probed through
+    its GIN index (a common term's bitmap is the costliest read a search can make). The
+    other arms are probed: each probe is read through a bitmap whose heap visits stop at
+    COMMON_DF rows, so fewer ids than that are all the arm's rows (a rare term's
+    candidates). An arm with ``gates`` (arm indexes) is probed only when those arms found
+    nothing at all (a substring scan for a term the word index does not know).
+
+    Returns per arm its ids (None: common, or gated off) and its matches in the sample
+    that pass ``where`` (the search's filters), the sample (its ``ids`` left empty) and
+    the tenant's size.
     """
-    probes = [
-        f"ARRAY(SELECT m.id FROM messages m WHERE m.namespace = %s AND {sql} "
-        f"LIMIT {COMMON_DF}) AS a{i}"
-        for i, (sql, _) in enumerate(arms)
+    size = max(SAMPLE_MIN_ROWS, min(SAMPLE_ROWS, SAMPLE_TESTS // max(1, len(arms))))
+    size = min(size, SAMPLE_ROWS)
+    cols = "".join(f", {sql} AS h{i}" for i, (sql, _) in enumerate(arms))
+    counts = "".join(
+        f", count(*) FILTER (WHERE h{i}) AS c{i}, "
+        f"array_agg(id ORDER BY id DESC) FILTER (WHERE h{i} AND f) AS s{i}"
+        for i in range(len(arms))
+    )
+
+    def probe(i: int) -> str:
+        common = f"(c{i} >= {SAMPLE_MIN_HITS} AND c{i} * total >= {COMMON_DF} * n)"
+        closed = "".join(f" OR c{g} > 0 OR cardinality(a{g}) > 0" for g in gates[i])
+        # The CTE is planned for every match (a GIN bitmap), whatever LIMIT follows; a
+        # plain subquery with LIMIT may be planned as a walk of the tenant's id index.
+        return (
+            f"CASE WHEN NOT ({common}{closed}) THEN ARRAY(WITH x AS MATERIALIZED "
+            f"(SELECT m.id FROM messages m WHERE m.namespace = %s AND {arms[i][0]}) "
+            f"SELECT id FROM x LIMIT {COMMON_DF}) END AS a{i}"
+        )
+
+    free = [i for i in range(len(arms)) if not gates[i]]
+    gated = [i for i in range(len(arms)) if gates[i]]
+    # The sample: the tenant's newest rows read backwards on idx_messages_ns_id
+    # ("namespace = ANY" with ORDER BY namespace is an order only that index yields, see
+    # _walk_windows), each arm tested on each row read.
+    sql = (
+        f"WITH s AS MATERIALIZED (SELECT m.id, ({where[0]}) AS f{cols} FROM messages m "
+        "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
+        f"LIMIT {size}), "
+        f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low{counts}, (SELECT "
+        "COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total FROM s), "
+        "p AS MATERIALIZED (SELECT c.*"
+        + "".join(", " + probe(i) for i in free)
+        + " FROM c) SELECT p.*"
+        + "".join(", " + probe(i) for i in gated)
+        + " FROM p"
+    )
+    params = [
+        *where[1],
+        *(v for _, ps in arms for v in ps),
+        [ns],
+        ns,
+        *(v for i in free for v in [ns, *arms[i][1]]),
+        *(v for i in gated for v in [ns, *arms[i][1]]),
     ]
-    with planner(conn, **PROBE_PLAN):
-        row = conn.execute(
-            "SELECT (SELECT COALESCE(sum(message_count), 0) FROM sessions "
-            f"WHERE namespace = %s) AS total{''.join(', ' + c for c in probes)}",
-            [ns, *(p for _, params in arms for p in [ns, *params])],
-        ).fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    return [[int(i) for i in row[f"a{i}"]] for i in range(len(arms))], int(row["total"])
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None  # an aggregate without GROUP BY returns one row
+    ids = [
+        None if row[f"a{i}"] is None else [int(x) for x in row[f"a{i}"]] for i in range(len(arms))
+    ]
+    seen = [[int(x) for x in row[f"s{i}"] or ()] for i in range(len(arms))]
+    rows = int(row["n"])
+    low = int(row["low"]) if rows >= size else None
+    return ids, seen, Sample(rows, low), int(row["total"])
 
 
 class Probed:
-    """The ids each arm matched (see :func:`_probe`), keyed by the arm's SQL and values."""
+    """What :func:`_probe` found of each arm, keyed by the arm's SQL and values."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, list[int]] = {}
+        self.ids: dict[str, list[int] | None] = {}
+        self.seen: dict[str, list[int]] = {}
+        self.sampled = Sample(0, None)
         self.total = 0
 
-    def add(self, conn: Conn, ns: str, arms: Sequence[tuple[str, list[Any]]]) -> None:
-        """Probe the arms not probed yet."""
-        todo = list({_key(a): a for a in arms if _key(a) not in self.ids}.values())
+    def add(
+        self,
+        conn: Conn,
+        ns: str,
+        arms: Sequence[tuple[str, list[Any]]],
+        gates: Sequence[Sequence[tuple[str, list[Any]]]] = (),
+        where: tuple[str, Sequence[Any]] = ("TRUE", ()),
+    ) -> None:
+        """Probe the arms not probed yet; ``gates[i]``: the arms whose finding anything
+        spares arm ``i`` its probe; ``where``: the search's filters (see :meth:`sample`)."""
+        todo = {_key(a): a for a in arms if _key(a) not in self.ids}
         if not todo and self.ids:
             return
-        found, self.total = _probe(conn, ns, todo)
-        self.ids.update({_key(a): ids for a, ids in zip(todo, found, strict=True)})
+        keys = list(todo)
+        gate_of = {_key(a): g for a, g in zip(arms, gates, strict=False)}
+        index = {k: i for i, k in enumerate(keys)}
+        found, seen, self.sampled, self.total = _probe(
+            conn,
+            ns,
+            list(todo.values()),
+            [[index[_key(g)] for g in gate_of.get(k, ()) if _key(g) in index] for k in keys],
+            where,
+        )
+        self.ids.update(zip(keys, found, strict=True))
+        self.seen.update(zip(keys, seen, strict=True))
+
+    def sample(self, terms: Sequence[TermSql], joiner: str, exclude: Sequence[int]) -> Sample:
+        """The sample's rows passing the filters that hold every one of ``terms``
+        (``joiner`` " AND ") or any (" OR "), but ``exclude``: a walk's first window."""
+        each = [{i for arm in t.arms for i in self.seen.get(_key(arm), ())} for t in terms]
+        held = set.intersection(*each) if joiner == " AND " else set().union(*each)
+        ids = sorted(held.difference(exclude), reverse=True)
+        return Sample(self.sampled.rows, self.sampled.low, ids)
+
+    def probed(self, arm: tuple[str, list[Any]]) -> bool:
+        """Whether the arm was probed (not common, not gated off)."""
+        return self.ids.get(_key(arm)) is not None
 
     def rows(self, term: TermSql) -> set[int]:
         """The term's rows seen by its arms' probes."""
-        return {i for arm in term.arms for i in self.ids[_key(arm)]}
+        return {i for arm in term.arms for i in self.ids.get(_key(arm)) or ()}
+
+    def common(self, term: TermSql) -> bool:
+        """Whether the term is in COMMON_DF rows or more (by the sample or its probes)."""
+        return (
+            any(_key(a) in self.ids and self.ids[_key(a)] is None for a in term.arms)
+            or len(self.rows(term)) >= COMMON_DF
+        )
 
     def df(self, term: TermSql) -> int:
         """The term's rows, counted up to COMMON_DF (exact below it)."""
-        return min(COMMON_DF, len(self.rows(term)))
+        return COMMON_DF if self.common(term) else len(self.rows(term))
 
 
 def _required(node: Node) -> set[Term]:
@@ -347,13 +466,24 @@ def _ranked_rows(
     total: int,
     selective: bool,
     exclude: Sequence[int] = (),
+    index: tuple[str, Sequence[Any]] | bool | None = None,
+    start: Sample | None = None,
 ) -> list[dict[str, Any]]:
     """The newest ``limit`` rows matching ``where``, each with every term's rank.
 
     The candidates are chosen first (:func:`_newest_ids`), then only they are ranked.
     """
     ids = _newest_ids(
-        conn, ns, where, params, limit, total=total, selective=selective, exclude=exclude
+        conn,
+        ns,
+        where,
+        params,
+        limit,
+        total=total,
+        selective=selective,
+        exclude=exclude,
+        index=index,
+        start=start,
     )
     if not ids:
         return []
@@ -375,8 +505,16 @@ def _newest_ids(
     total: int,
     selective: bool,
     exclude: Sequence[int] = (),
+    index: tuple[str, Sequence[Any]] | bool | None = None,
+    start: Sample | None = None,
 ) -> list[int]:
     """Ids of the newest ``limit`` rows matching ``where`` (which scopes to ``ns``).
+
+    ``index``: a predicate every match satisfies that the GIN indexes serve, ANDed to
+    ``where`` by the bitmap plan only (``where`` itself then tests the matches on the
+    rows read; see :func:`_tested`). ``index=False``: no bitmap plan, the walk's rows
+    (bounded by MAX_WALK) are the answer. ``start``: the walk's first window, read
+    already (the probe's sample).
 
     Two plans give the same rows. Matches of common terms are found by walking the
     tenant's rows newest first (:func:`_walk_newest`), which stops as soon as it has
@@ -388,41 +526,65 @@ def _newest_ids(
     skip = " AND NOT (m.id = ANY(%s))" if exclude else ""
     args = [*params, *([list(exclude)] if exclude else [])]
     if not selective:
-        walked = _walk_newest(conn, ns, where + skip, args, limit, total)
+        walked = _walk_newest(
+            conn, ns, where + skip, args, limit, total, give_up=index is not False, start=start
+        )
         if walked is not None:
             return walked
     # MATERIALIZED: every match through the indexes, then the newest; without it the
     # planner may prefer an ordered backward scan of the whole table (see above).
+    gin, gin_args = (f" AND {index[0]}", list(index[1])) if isinstance(index, tuple) else ("", [])
     rows = conn.execute(
-        f"WITH hits AS MATERIALIZED (SELECT m.id FROM messages m WHERE {where}{skip}) "
+        f"WITH hits AS MATERIALIZED (SELECT m.id FROM messages m WHERE {where}{gin}{skip}) "
         "SELECT id FROM hits ORDER BY id DESC LIMIT %s",
-        [*args, limit],
+        [*params, *gin_args, *([list(exclude)] if exclude else []), limit],
     ).fetchall()
     return [int(r["id"]) for r in rows]
 
 
 def _walk_newest(
-    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    total: int,
+    *,
+    give_up: bool = True,
+    start: Sample | None = None,
 ) -> list[int] | None:
     """The newest ``limit`` matches, by reading the tenant's rows newest first.
 
     Windows of the tenant's newest rows (``idx_messages_ns_id``) are tested against
     ``where`` until ``limit`` matches are found or the tenant ends. After each window the
     matches seen so far estimate how many rows the rest needs, which sizes the next
-    window; None means fetching every match through the GIN indexes is cheaper.
+    window; None means fetching every match through the GIN indexes is cheaper (never,
+    with ``give_up=False``). At most MAX_WALK rows are read: what the walk found by then
+    is the answer.
+
+    ``where`` should test its terms on the rows read (:func:`_tested`), or the planner
+    may fetch a common term's every match through GIN to find the few in a window.
     """
-    with planner(conn, **WALK_PLAN):
-        return _walk_windows(conn, ns, where, params, limit, total)
+    return _walk_windows(conn, ns, where, params, limit, total, give_up, start)
 
 
 def _walk_windows(
-    conn: Conn, ns: str, where: str, params: Sequence[Any], limit: int, total: int
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    total: int,
+    give_up: bool = True,
+    start: Sample | None = None,
 ) -> list[int] | None:
-    found: list[int] = []
-    scanned = 0
-    below: int | None = None
+    found: list[int] = list(start.ids) if start else []
+    scanned = start.rows if start else 0
+    below: int | None = start.low if start else None
     window = WALK_WINDOW
-    while True:
+    if start is not None:  # the sample was the first window
+        window = _next_window(len(found), scanned, below, limit, total, scanned, give_up=give_up)
+    while window > 0:
         bound = "" if below is None else " AND id < %s"
         bound_args = [] if below is None else [below]
         # The window is an id range: the tenant's first and window-th rows below
@@ -449,43 +611,36 @@ def _walk_windows(
         ).fetchone()
         assert row is not None  # a SELECT without FROM returns one row
         found += [int(i) for i in row["ids"]]
-        if len(found) >= limit or row["low"] is None:  # enough, or the tenant's end
-            return found[:limit]
         scanned += window
-        below = int(row["low"])
-        # Rows still to read at the rate seen so far, against every match by bitmap.
-        rate = len(found) / scanned
-        if rate == 0:
-            return None
-        needed = (limit - len(found)) / rate
-        if needed > BITMAP_ROW_COST * rate * total:
-            return None
-        # The next window: what the rate says is left (with a margin), growing at most
-        # fourfold so that a rate read from few rows cannot send one huge window.
-        window = int(min(max(needed * 1.25, WALK_WINDOW), window * 4))
+        below = None if row["low"] is None else int(row["low"])
+        window = _next_window(len(found), scanned, below, limit, total, window, give_up=give_up)
+    if window < 0:
+        return None
+    return found[:limit]
 
 
-def _score(
-    rows: Sequence[dict[str, Any]], dfs: Sequence[int], total: int, n_terms: int
-) -> list[Candidate]:
-    """BM25-like scores of the candidate rows, best first.
-
-    Each term weighs its BM25 IDF (the +1 keeps it positive for terms in most rows) times
-    its rank in the row scaled to the term's best candidate; the best hit scores 1.0.
-    """
-    idf = [math.log(1 + (max(total, df) - df + 0.5) / (df + 0.5)) for df in dfs]
-    best = [max((float(r[f"r{i}"]) for r in rows), default=0.0) for i in range(n_terms)]
-    cands = []
-    for r in rows:
-        score = sum(idf[i] * float(r[f"r{i}"]) / best[i] for i in range(n_terms) if best[i] > 0)
-        cands.append(
-            Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}, score)
-        )
-    top = max((c.score for c in cands), default=0.0)
-    for c in cands:
-        c.score = c.score / top if top > 0 else 0.0
-    cands.sort(key=lambda c: (-c.score, -c.id))
-    return cands
+def _next_window(
+    found: int,
+    scanned: int,
+    below: int | None,
+    limit: int,
+    total: int,
+    window: int,
+    *,
+    give_up: bool,
+) -> int:
+    """The walk's next window in rows: 0 to stop there (enough, the tenant's end, or
+    MAX_WALK), -1 when fetching every match by bitmap is cheaper than walking on."""
+    if found >= limit or below is None or scanned >= MAX_WALK:
+        return 0
+    # Rows still to read at the rate seen so far, against every match by bitmap.
+    rate = found / scanned
+    if give_up and (rate == 0 or (limit - found) / rate > BITMAP_ROW_COST * rate * total):
+        return -1
+    needed = (limit - found) / max(rate, 1 / MAX_WALK)
+    # The next window: what the rate says is left (with a margin), growing at most
+    # fourfold so that a rate read from few rows cannot send one huge window.
+    return int(min(max(needed * 1.25, WALK_WINDOW), window * 4, MAX_WALK - scanned))
 
 
 def collect_candidates(
@@ -496,12 +651,20 @@ def collect_candidates(
     The work is bounded (:mod:`memstrata.store.postgres.bounds`): the query's terms are
     capped, few of them scan for substrings, and every statement has a timeout.
     """
-    compiled = bound_query(compiled)
     if compiled.tree is None:
         return []
     try:
         with planner(conn, statement_timeout=f"{SEARCH_TIMEOUT_MS}ms", **SEARCH_PLAN):
-            return _collect(conn, ns, compiled, filters, k=k, order=order)
+            if order != "rank":
+                return _collect(conn, ns, bound_query(compiled), filters, k=k, order=order)
+            # Ranked: every term scores the candidates, the rarest find them.
+            stats = ranking.sample(conn, ns)
+            terms = list(dict.fromkeys(compiled.tree.positive_terms()))
+            rarity = ranking.rarity(conn, terms, stats, TS_CONFIG, cjk_tsquery)
+            bounded = bound_query(compiled, rarity=rarity)
+            return _collect(
+                conn, ns, bounded, filters, k=k, order=order, stats=(stats, terms, compiled)
+            )
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
             f"The search ran past its {SEARCH_TIMEOUT_MS / 1000:g} s bound and was stopped. "
@@ -513,7 +676,14 @@ _FAILED = psycopg.pq.TransactionStatus.INERROR
 
 
 def _collect(
-    conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
+    conn: Conn,
+    ns: str,
+    compiled: CompiledQuery,
+    filters: Filters,
+    *,
+    k: int,
+    order: Order,
+    stats: tuple[ranking.Sample, list[Term], CompiledQuery] | None = None,
 ) -> list[Candidate]:
     assert compiled.tree is not None
     where, params = filter_sql(ns, filters)
@@ -533,11 +703,18 @@ def _collect(
     probed = Probed()
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
-        # term only when the word index does not know the term at all: the word and CJK
-        # arms are probed first, in the statement that also reads the tenant's size.
+        # term only when the word index does not know the term at all: its trigram arm
+        # is probed only when its word and CJK arms found nothing, in the same statement.
         words = [term_sql(t, substrings=False) for t in positives]
-        probed.add(conn, ns, [a for w in words for a in w.arms])
-        known = {w.term for w in words if probed.rows(w)}
+        arms = [a for w in words for a in w.arms]
+        gates: list[Sequence[tuple[str, list[Any]]]] = [()] * len(arms)
+        for t, w in zip(positives, words, strict=True):
+            if t.trigram and t in allowed:
+                extra = [a for a in term_sql(t).arms if a not in w.arms]
+                arms += extra
+                gates += [w.arms] * len(extra)
+        probed.add(conn, ns, arms, gates, (where, params))
+        known = {w.term for w in words if probed.common(w) or probed.rows(w)}
         renders = [
             term_sql(t, substrings=t in allowed and t not in known) if t.trigram else w
             for t, w in zip(positives, words, strict=True)
@@ -548,59 +725,156 @@ def _collect(
     if not terms:
         return []
     probed.add(conn, ns, [a for t in terms for a in t.arms])
-    dfs, total = [probed.df(t) for t in terms], probed.total
-    if compiled.leaves is None:
-        # Boolean query: rank its newest BOOLEAN_RANKED matches. Every match holds each
-        # term the tree requires; when one of them is rare its probe returned all its
-        # rows, and the matches are among them. With only rare positive terms the
-        # matches are few and the indexes find them all.
-        by_term = {t.term: t for t in terms}
-        required = [by_term[t] for t in _required(compiled.tree) if t in by_term]
-        rare_required = [t for t in required if probed.df(t) < COMMON_DF]
-        where_all, where_params = f"{where} AND {pred}", [*params, *pred_params]
-        if rare_required:
-            rarest = min(rare_required, key=probed.df)
-            where_all += " AND m.id = ANY(%s)"
-            where_params.append(sorted(probed.rows(rarest)))
-        ranked = _ranked_rows(
+    total = probed.total
+    assert stats is not None  # a ranked search has its statistics
+    # Terms a substring scan serves: found in rows the word and CJK indexes miss.
+    substrings = {t.term: probed.df(t) for t in terms if any(" ILIKE " in a for a, _ in t.arms)}
+
+    def scored(found: Sequence[dict[str, Any]]) -> list[Candidate]:
+        return ranking.score(
             conn,
             ns,
-            where_all,
-            where_params,
-            BOOLEAN_RANKED,
-            terms,
-            total=total,
-            selective=bool(rare_required) or max(dfs) < COMMON_DF,
+            found,
+            stats[2],
+            stats[0],
+            config=TS_CONFIG,
+            cjk_query=cjk_tsquery,
+            substrings=substrings,
         )
-        return _score(ranked, dfs, total, len(terms))
+
+    if compiled.leaves is None:
+        return scored(
+            _boolean_rows(conn, ns, compiled.tree, terms, probed, where, params, pred, pred_params)
+        )
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
-    rare = [t for t, df in zip(terms, dfs, strict=True) if df < COMMON_DF]
-    common = [t for t, df in zip(terms, dfs, strict=True) if df >= COMMON_DF]
+    rare = [t for t in terms if not probed.common(t)]
+    common = [t for t in terms if probed.common(t)]
     found: list[dict[str, Any]] = []
-    if rare:
+    # A small tenant's rows holding any term, from its statistics (see ranking.holders).
+    held = ranking.holders(conn, stats[1], stats[0], TS_CONFIG, cjk_tsquery)
+    if rare or held:
         # The probes returned every row of the rare terms: filtered and ranked by id.
-        ids = sorted({i for t in rare for i in probed.rows(t)})
+        ids = sorted({i for t in rare for i in probed.rows(t)} | held)
         ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
         found = conn.execute(
             f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m "
             f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-            [*(p for t in terms for p in t.rank_params), *params, ids, COMMON_DF * len(rare)],
+            [
+                *(p for t in terms for p in t.rank_params),
+                *params,
+                ids,
+                COMMON_DF * max(len(rare), 1),
+            ],
         ).fetchall()
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
             continue
+        either = joiner.join(t.pred for t in common)
+        either_params = [p for t in common for p in t.params]
+        both = _words_anded(common) if joiner == " AND " else None
+        excluded = [int(r["id"]) for r in found]
         found += _ranked_rows(
             conn,
             ns,
-            f"{where} AND ({joiner.join(t.pred for t in common)})",
-            [*params, *(p for t in common for p in t.params)],
+            f"{where} AND {_tested(either)}",
+            [*params, *either_params],
             k - len(found),
             terms,
             total=total,
             selective=False,
-            exclude=[int(r["id"]) for r in found],
+            exclude=excluded,
+            index=both or False,
+            start=probed.sample(common, joiner, excluded),
         )
-    return _score(found, dfs, total, len(terms))
+    return scored(found)
+
+
+def _tested(pred: str) -> str:
+    """``pred`` as a test of the rows read, which no index serves (coalesce hides its
+    operators from the planner): the newest-first walk and the candidate filters read
+    their rows by id, never a common term's every match through GIN."""
+    return f"coalesce(({pred}), false)"
+
+
+def _boolean_rows(
+    conn: Conn,
+    ns: str,
+    tree: Node,
+    terms: Sequence[TermSql],
+    probed: Probed,
+    where: str,
+    params: Sequence[Any],
+    pred: str,
+    pred_params: Sequence[Any],
+) -> list[dict[str, Any]]:
+    """A boolean query's newest BOOLEAN_RANKED matches, with their ranks.
+
+    Every match holds each term the tree requires; when one of them is rare its probe
+    returned all its rows, the matches are among them, and the whole tree (NOT
+    included) is tested on those rows only. Otherwise, with a common term, the newest
+    rows are walked (at most MAX_WALK); when two or more terms are required and the walk
+    finds their rows too sparse, one GIN scan of their words ANDed (``&&``: the index
+    intersects their lists) finds the rows holding all of them. With only rare
+    positive terms the matches are few and the indexes find them all.
+    """
+    total = probed.total
+    by_term = {t.term: t for t in terms}
+    required = [by_term[t] for t in _required(tree) if t in by_term]
+    rare_required = [t for t in required if not probed.common(t)]
+    where_all, where_params = f"{where} AND {_tested(pred)}", [*params, *pred_params]
+    index: tuple[str, Sequence[Any]] | bool | None = (pred, pred_params)
+    if rare_required:
+        rarest = min(rare_required, key=probed.df)
+        where_all += " AND m.id = ANY(%s)"
+        where_params.append(sorted(probed.rows(rarest)))
+        index = None
+    elif any(probed.common(t) for t in terms):
+        # Never every match of a common term through GIN: the walk's rows, or one scan
+        # of the required words ANDed when the walk finds them too sparse.
+        index = _words_anded(required) or False
+    return _ranked_rows(
+        conn,
+        ns,
+        where_all,
+        where_params,
+        BOOLEAN_RANKED,
+        terms,
+        total=total,
+        selective=bool(rare_required) or max(probed.df(t) for t in terms) < COMMON_DF,
+        index=index,
+    )
+
+
+def _words_anded(terms: Sequence[TermSql]) -> tuple[str, list[Any]] | None:
+    """One word-index predicate for rows holding every one of ``terms`` (at least two,
+    each with a word arm): their ``tsquery`` ANDed (``&&``), so that one GIN scan
+    intersects their lists. None otherwise."""
+    queries = [_word_query(t) for t in terms]
+    if len(queries) < 2 or any(q is None for q in queries):
+        return None
+    both = " && ".join(f"({q[0]})" for q in queries if q is not None)
+    return f"m.tsv @@ ({both})", [v for q in queries if q is not None for v in q[1]]
+
+
+def _word_query(term: TermSql) -> tuple[str, list[Any]] | None:
+    """The term's word-index ``tsquery`` (SQL and values), None when it has no word arm.
+
+    (A row holding the word only as Latin glued to CJK, which the CJK arm finds, is not
+    found through it.)
+    """
+    for sql, values in term.arms:
+        if sql.startswith("m.tsv @@ "):
+            return sql.removeprefix("m.tsv @@ "), values
+    return None
+
+
+def _neighbours(row: dict[str, Any]) -> list[dict[str, str]]:
+    """The previous and next message of a hit row of :meth:`SearchRows.hit_rows`."""
+    return [
+        {"role": row[f"{k}_role"], "content": text_of(sqlite_form(row[f"{k}_content"]))}
+        for k in ("prev", "next")
+        if row[f"{k}_role"] is not None
+    ]
 
 
 class SearchRows(Transaction):
@@ -637,17 +911,34 @@ class SearchRows(Transaction):
     def hit_rows(
         self, message_ids: Sequence[int], filters: Filters, *, context: bool
     ) -> dict[int, HitRow]:
+        # With ``context``, the previous and next visible message of each hit come in the
+        # same statement (each one index probe of idx_messages_session).
+        visible = "" if filters.include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
+        same = "n.namespace = m.namespace AND n.session_id = m.session_id"
+        near = (
+            ", p.role AS prev_role, p.content AS prev_content, "
+            "x.role AS next_role, x.content AS next_content"
+            if context
+            else ""
+        )
+        joins = (
+            f"LEFT JOIN LATERAL (SELECT n.role, n.content FROM messages n WHERE {same} "
+            f"AND n.id < m.id{visible} ORDER BY n.id DESC LIMIT 1) p ON true "
+            f"LEFT JOIN LATERAL (SELECT n.role, n.content FROM messages n WHERE {same} "
+            f"AND n.id > m.id{visible} ORDER BY n.id ASC LIMIT 1) x ON true "
+            if context
+            else ""
+        )
         rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
-            "m.tool_calls, s.source, s.model, s.started_at FROM messages m "
+            f"m.tool_calls, s.source, s.model, s.started_at{near} FROM messages m "
             # Each hit's session by its key: OFFSET 0 keeps the planner from turning this
             # into a join that, without statistics, reads every session of the tenant.
             "CROSS JOIN LATERAL (SELECT source, model, started_at FROM sessions s "
-            "WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s "
+            f"WHERE s.namespace = m.namespace AND s.id = m.session_id OFFSET 0) s {joins}"
             "WHERE m.namespace = %s AND m.id = ANY(%s)",
             (self.ns, list(message_ids)),
         ).fetchall()
-        contexts = self._contexts(message_ids, filters.include_inactive) if context else {}
         return {
             int(r["id"]): HitRow(
                 id=int(r["id"]),
@@ -660,46 +951,9 @@ class SearchRows(Transaction):
                 source=r["source"],
                 model=r["model"],
                 session_started=r["started_at"],
-                context=tuple(contexts.get(int(r["id"]), ())),
+                context=tuple(_neighbours(r) if context else ()),
             )
             for r in rows
-        }
-
-    def _contexts(
-        self, ids: Sequence[int], include_inactive: bool
-    ) -> dict[int, list[dict[str, str]]]:
-        """The previous and next visible message of each hit, in two statements."""
-        visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
-        same = "n.namespace = m.namespace AND n.session_id = m.session_id"
-        neighbours = self.conn.execute(
-            f"SELECT m.id, "
-            f"(SELECT n.id FROM messages n WHERE {same} AND n.id < m.id{visible} "
-            "ORDER BY n.id DESC LIMIT 1) AS prev, "
-            f"(SELECT n.id FROM messages n WHERE {same} AND n.id > m.id{visible} "
-            "ORDER BY n.id ASC LIMIT 1) AS next "
-            "FROM messages m WHERE m.namespace = %s AND m.id = ANY(%s)",
-            (self.ns, list(ids)),
-        ).fetchall()
-        wanted = sorted(
-            {int(r[k]) for r in neighbours for k in ("prev", "next") if r[k] is not None}
-        )
-        texts: dict[int, dict[str, str]] = {}
-        if wanted:
-            for r in self.conn.execute(
-                "SELECT id, role, content FROM messages WHERE namespace = %s AND id = ANY(%s)",
-                (self.ns, wanted),
-            ).fetchall():
-                texts[int(r["id"])] = {
-                    "role": r["role"],
-                    "content": text_of(sqlite_form(r["content"])),
-                }
-        return {
-            int(r["id"]): [
-                texts[int(r[k])]
-                for k in ("prev", "next")
-                if r[k] is not None and int(r[k]) in texts
-            ]
-            for r in neighbours
         }
 
     def texts(self, message_ids: Sequence[int]) -> dict[int, str]:

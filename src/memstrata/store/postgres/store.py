@@ -15,7 +15,7 @@ expression index and a CJK bigram ``tsvector`` (see :mod:`memstrata.store.postgr
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,6 +23,7 @@ from memstrata.config import Config
 from memstrata.errors import MemstrataError, NamespaceError, SessionStoreError
 from memstrata.store.base import BaseSessionStore
 from memstrata.store.postgres import maintenance
+from memstrata.store.postgres import pgvector as _pgvector
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.transaction import PostgresTransaction
 
@@ -70,6 +71,8 @@ class PostgresSessionStore(BaseSessionStore):
     ``dsn`` is a libpq connection string (``postgresql://user@host:5432/db``); the schema
     is created or upgraded on open. ``pool_size`` (default ``store.pool_size``) bounds
     the connections this process keeps; ``durability`` overrides ``store.durability``.
+    Hybrid searches compare vectors in the server when it has pgvector;
+    ``pgvector=False`` keeps them in the client (:attr:`vector_search` says which).
     Safe to share between threads; any number of processes and machines may use one
     database, each tenant seeing only its own rows.
     """
@@ -83,6 +86,7 @@ class PostgresSessionStore(BaseSessionStore):
         pool_size: int | None = None,
         durability: Durability | None = None,
         connect_timeout: float = _CONNECT_TIMEOUT_S,
+        pgvector: bool = True,
     ) -> None:
         cfg = config if config is not None else Config.load()
         chosen_dsn, self._namespace, mode = configured(
@@ -102,6 +106,13 @@ class PostgresSessionStore(BaseSessionStore):
         # Planner statistics, the visibility map and GIN pending lists, kept by the store
         # itself when the server's autovacuum is off for its tables.
         self._keeper = maintenance.Keeper(self._db.direct)
+        try:
+            self._vectors = _pgvector.ServerVectors(
+                self._db.direct, self._namespace, wanted=pgvector
+            )
+        except BaseException:
+            self.close()
+            raise
 
     # -- lifecycle and connections ------------------------------------------------
 
@@ -114,6 +125,12 @@ class PostgresSessionStore(BaseSessionStore):
     def dsn(self) -> str:
         """The connection string, with any password replaced by ``***``."""
         return self._db.dsn
+
+    @property
+    def vector_search(self) -> _pgvector.Mode:
+        """Where hybrid searches compare vectors: "server" (pgvector, one statement per
+        search) or "client" (the stored vectors are read and compared here)."""
+        return self._vectors.mode
 
     @property
     def durability(self) -> Durability:
@@ -147,10 +164,18 @@ class PostgresSessionStore(BaseSessionStore):
         # Reads and writes share the pool; a snapshot is a REPEATABLE READ transaction.
         outermost = self._db.held() is None
         with self._db.connection(snapshot=snapshot and not write) as conn:
-            tx = PostgresTransaction(conn, self._namespace)
+            tx = PostgresTransaction(conn, self._namespace, self._vectors)
             yield tx
         if write and outermost:
             self._keeper.wrote(tx.inserted)
+
+    def store_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes]) -> int:
+        """Store unit vectors as the base store does; the first vectors of a size get
+        their HNSW index when the server compares vectors (outside any transaction)."""
+        stored = super().store_vectors(model, dims, vectors)
+        if self._db.held() is None:
+            self._vectors.ensure_index(dims)
+        return stored
 
     def delete_namespace(self) -> dict[str, int]:
         """Delete every row of this tenant (sessions, messages, meta, summaries, memory, history,

@@ -13,14 +13,23 @@ from typing import Any
 import psycopg
 
 from memstrata.store.postgres.messages import MessageRows
+from memstrata.store.postgres.pgvector import ServerVectorRows, ServerVectors
 from memstrata.store.postgres.search import SearchRows
 from memstrata.store.postgres.sessions import SessionRows
 
 
-class PostgresTransaction(SessionRows, MessageRows, SearchRows):
-    """The primitives on one pooled connection, for the rows of tenant ``ns``."""
+class PostgresTransaction(ServerVectorRows, SessionRows, MessageRows, SearchRows):
+    """The primitives on one pooled connection, for the rows of tenant ``ns``
+    (``server_vectors``: how the store compares vectors, see
+    :mod:`memstrata.store.postgres.pgvector`)."""
 
-    def __init__(self, conn: psycopg.Connection[Any], ns: str) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        ns: str,
+        server_vectors: ServerVectors | None = None,
+    ) -> None:
         self.conn = conn
         self.ns = ns
+        self.server_vectors = server_vectors
         self.inserted = 0

@@ -26,19 +26,16 @@ the other indexes' ``bm25()`` values unchanged.
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from collections.abc import Sequence
 
 from memstrata.query.compile import Index, Node, Term
+from memstrata.store.bm25 import K1, B, gain, idf
 from memstrata.store.sqlite import prefix
 
 __all__ = ["B", "EXACT_ROWS", "K1", "Walks", "density_count", "idf", "rank_newest", "varints"]
 
-# FTS5's bm25() defaults.
-K1 = 1.2
-B = 0.75
 # Up to this many rows over all the terms of a query (the excluded side of a NOT
 # included), FTS5's bm25() counts them in about a millisecond and ranks exactly, with
 # each term's frequency in the row.
@@ -212,14 +209,12 @@ def rank_newest(
                 (f"({match}) AND ({rendered})", int(found[-1][0])),
             ):
                 held.setdefault(int(rid), set()).add(rendered)
-    # A present term's frequency is taken as 1, so a row's gain from a term is
-    # idf * (K1 + 1) / (1 + K1 * (1 - B + B * length / avgdl)).
+    # A present term's frequency is taken as 1 (see memstrata.store.bm25.gain).
     scored: list[tuple[int, float]] = []
     for rid, size in found:
-        length = _length(size, avgdl)
-        gain = (K1 + 1) / (1 + K1 * (1 - B + B * length / avgdl))
+        factor = gain(1.0, _length(size, avgdl), avgdl)
         credited = positive if held is None else _credited(tree, index, held.get(rid, set()))
-        scored.append((int(rid), -gain * sum(weight[t] for t in credited or ())))
+        scored.append((int(rid), -factor * sum(weight[t] for t in credited or ())))
     scored.sort(key=lambda r: (r[1], -r[0]))
     return scored
 
@@ -248,13 +243,6 @@ def _credited(node: Node, index: Index, held: set[str]) -> set[str] | None:
 
 def _rendered(terms: Sequence[Term], index: Index) -> list[str]:
     return [r for r in (t.render(index) for t in terms) if r is not None]
-
-
-def idf(nrow: int, count: float) -> float:
-    """FTS5's IDF of a term in ``count`` of ``nrow`` rows, log((N - n + 0.5) / (n + 0.5)),
-    floored as FTS5 floors it: a term in most rows still counts a little."""
-    count = min(count, float(nrow))
-    return max(math.log((nrow - count + 0.5) / (count + 0.5)), 1e-6)
 
 
 def _fts5_ranked(

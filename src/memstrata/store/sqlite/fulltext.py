@@ -123,13 +123,13 @@ def _index_candidates(
         # from the materialised list): then the filtered list is already exact.
         inner = (
             f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
-            f"WHERE {match_sql} ORDER BY score LIMIT ?"
+            f"WHERE {match_sql} ORDER BY score, rid DESC LIMIT ?"
         )
         fast = (
             f"WITH f AS MATERIALIZED ({inner}) "
             "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM f) "
             f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
-            "ORDER BY f.score"
+            "ORDER BY f.score, m.id DESC"
         )
         scanned = 0
         rows = []
@@ -141,7 +141,8 @@ def _index_candidates(
         complete = bool(rows) and scanned < 2 * k
         if len(rows) >= k or complete or (not where and not join_sessions):
             return rows[:k]
-        score, order_by = f"bm25({table}{weights})", "score"
+        # Equal scores: the newer row first, as the final sort orders them.
+        score, order_by = f"bm25({table}{weights})", "score, m.id DESC"
     else:
         # Newest/oldest walk the index in rowid order, which FTS5 serves without sorting
         # and stops after k rows (rowids grow with insertion; the page is then sorted by
@@ -166,47 +167,42 @@ def _rare_phrase(
     k: int,
     total: int,
 ) -> list[tuple[int, str, float, float]] | None:
-    """The best k rows of a phrase found in at most COMMON_DF rows, in one statement; None
-    when it is found in more, or when its words are too common to rank it unprobed.
+    """The best k rows of a phrase found in at most COMMON_DF rows; None when it is found
+    in more, or when its words are too common to rank it unprobed.
 
     A phrase found in few rows is ranked by FTS5's bm25() (see _bounded_candidates), and
     its density probe walks every one of its matches first, checking positions over the
-    doclists of all its words: a third of the whole cost. A phrase occurs in no more rows
-    than its rarest word, so when that word is in at most bm25.EXACT_ROWS rows (its own
-    probe reads one doclist), ranking every match is cheap and the count of matches
-    rides along: at most COMMON_DF, this is the answer the probe would have led to.
-    Otherwise (or when filters leave too few rows) the caller's steps run.
+    doclists of all its words, newest first (a backward walk, dearer than a forward
+    one): a third of the whole cost. A phrase occurs in no more rows than its rarest
+    word, so when a word is in at most bm25.EXACT_ROWS rows (its own probe reads one
+    doclist), ranking every match is cheap: one statement ranks them (equal scores: the
+    newer row first, the order of the final sort) and hands back at most COMMON_DF + 1
+    of them. At most COMMON_DF is every match, joined with their messages best first
+    until k pass the filters: the answer the probe would have led to. More is a common
+    phrase, left to the caller's steps.
     """
     if "*" in leaf:
         return None
     table = _TABLES[index]
-    words = re.findall(r"[^\W_]+", leaf)
-    bound = min(
-        (bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] for w in words),
-        default=float(total),
-    )
-    if bound > bm25.EXACT_ROWS:
+    # The longest word first: usually the rarest, and one rare word is enough.
+    words = sorted(re.findall(r"[^\W_]+", leaf), key=len, reverse=True)
+    if not any(
+        bm25.density_count(walks, table, f'"{w}"', total, COMMON_DF)[0] <= bm25.EXACT_ROWS
+        for w in words
+    ):
         return None
     weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
-    where, params = filter_sql(filters)
-    join_sessions = joined_sessions(filters)
-    sql = (
-        f"WITH a AS MATERIALIZED (SELECT rowid AS rid, bm25({table}{weights}) AS score "
-        f"FROM {table} WHERE {table} MATCH ?), "
-        "f AS MATERIALIZED (SELECT rid, score FROM a ORDER BY score LIMIT ?) "
-        "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM a) "
-        f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} ORDER BY f.score"
-    )
-    rows: list[tuple[int, str, float, float]] = []
-    matches = None
-    for r in walks.conn.execute(sql, [leaf, 2 * k, *params]):
-        rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
-        matches = int(r[4])
-    if matches is None or matches > COMMON_DF:
+    ranked = [
+        (int(r[0]), float(r[1]))
+        for r in walks.conn.execute(
+            f"SELECT rowid, bm25({table}{weights}) AS score FROM {table} "
+            f"WHERE {table} MATCH ? ORDER BY score, rowid DESC LIMIT ?",
+            (leaf, COMMON_DF + 1),
+        )
+    ]
+    if len(ranked) > COMMON_DF:
         return None
-    if len(rows) >= k or matches < 2 * k or (not where and not join_sessions):
-        return rows[:k]
-    return None
+    return _join_ranked(walks.conn, ranked, filters, k)
 
 
 def _common_df(walks: bm25.Walks, index: Index, leaf: str, total: int) -> float | None:

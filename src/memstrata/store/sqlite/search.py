@@ -28,6 +28,9 @@ class SearchRows(Transaction):
     """The search primitives of a SQLite transaction."""
 
     conn: sqlite3.Connection
+    # A lone phrase is ranked by bm25() and equal scores go to the newer row (see
+    # memstrata.store.sqlite.fulltext), the order of the final sort.
+    phrase_pages = True
 
     def candidates(
         self, compiled: CompiledQuery, filters: Filters, k: int, order: Order
@@ -57,14 +60,25 @@ class SearchRows(Transaction):
     def hit_rows(
         self, message_ids: Sequence[int], filters: Filters, *, context: bool
     ) -> dict[int, HitRow]:
+        # The neighbours' ids ride along with the hit rows (each one step of
+        # idx_messages_session(session_id, id)); their texts are one more statement.
+        visible = "" if filters.include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
+        neighbours = (
+            f", (SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id < m.id"
+            f"{visible} ORDER BY n.id DESC LIMIT 1), "
+            f"(SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id > m.id"
+            f"{visible} ORDER BY n.id ASC LIMIT 1)"
+            if context
+            else ""
+        )
         rows = self.conn.execute(
             "SELECT m.id, m.session_id, m.role, m.content, m.timestamp, m.tool_name, "
-            "m.tool_calls, s.source, s.model, s.started_at "
+            f"m.tool_calls, s.source, s.model, s.started_at{neighbours} "
             "FROM messages m JOIN sessions s ON s.id = m.session_id "
             f"WHERE m.id IN ({marks(len(message_ids))})",
             list(message_ids),
         ).fetchall()
-        contexts = self._contexts(message_ids, filters.include_inactive) if context else {}
+        texts = self._neighbour_texts([n for r in rows for n in r[10:]]) if context else {}
         return {
             int(r[0]): HitRow(
                 id=int(r[0]),
@@ -77,37 +91,22 @@ class SearchRows(Transaction):
                 source=r[7],
                 model=r[8],
                 session_started=r[9],
-                context=tuple(contexts.get(int(r[0]), ())),
+                context=tuple(texts[int(n)] for n in r[10:] if n is not None and int(n) in texts),
             )
             for r in rows
         }
 
-    def _contexts(
-        self, ids: Sequence[int], include_inactive: bool
-    ) -> dict[int, list[dict[str, str]]]:
-        """The previous and next visible message of each hit, in two statements."""
-        visible = "" if include_inactive else " AND (n.active = 1 OR n.compacted = 1)"
-        # Each neighbour is one step of idx_messages_session(session_id, id).
-        neighbours = self.conn.execute(
-            f"SELECT m.id, "
-            f"(SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id < m.id"
-            f"{visible} ORDER BY n.id DESC LIMIT 1), "
-            f"(SELECT n.id FROM messages n WHERE n.session_id = m.session_id AND n.id > m.id"
-            f"{visible} ORDER BY n.id ASC LIMIT 1) "
-            f"FROM messages m WHERE m.id IN ({marks(len(ids))})",
-            list(ids),
-        ).fetchall()
-        wanted = sorted({int(n) for row in neighbours for n in row[1:] if n is not None})
-        texts: dict[int, dict[str, str]] = {}
-        if wanted:
+    def _neighbour_texts(self, ids: Sequence[int | None]) -> dict[int, dict[str, str]]:
+        """Role and text of the neighbouring messages of a page of hits, in one statement."""
+        wanted = sorted({int(n) for n in ids if n is not None})
+        if not wanted:
+            return {}
+        return {
+            int(mid): {"role": role, "content": text_of(content)}
             for mid, role, content in self.conn.execute(
                 f"SELECT id, role, content FROM messages WHERE id IN ({marks(len(wanted))})",
                 wanted,
-            ):
-                texts[int(mid)] = {"role": role, "content": text_of(content)}
-        return {
-            int(row[0]): [texts[int(n)] for n in row[1:] if n is not None and int(n) in texts]
-            for row in neighbours
+            )
         }
 
     def texts(self, message_ids: Sequence[int]) -> dict[int, str]:

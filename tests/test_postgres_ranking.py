@@ -1,0 +1,158 @@
+"""PostgreSQL ranks search candidates with SQLite's BM25 (memstrata.store.postgres.ranking).
+
+The unit tests read tsvector and tsquery text as the server writes it; the others fill a
+SQLite file and a PostgreSQL tenant with the same rows and compare the scores of the
+same queries, which must agree to rounding for a tenant of at most SAMPLE_ROWS rows
+(the statistics are exact there, as FTS5's).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from helpers import PG_DSN as DSN  # noqa: E402
+from helpers import drop_namespace  # noqa: E402
+from memstrata.store import bm25  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore, ranking  # noqa: E402
+from memstrata.store.sqlite.store import SessionStore  # noqa: E402
+
+ROWS = [
+    "Caroline painted a sunset over the lake for the art show.",
+    "Melanie ran a charity race for mental health last Saturday.",
+    "The art show opens next week; Caroline will show three paintings.",
+    "We talked about the lake house and the boat, the boat, the boat.",
+    "A very long message about nothing much: " + "words and more words, " * 20 + "paint.",
+    "元旦晚会上我表演了魔术，大家都很喜欢。",
+    "我们决定下周二把数据库迁移到新的集群，先做备份。",
+    "今天天气很好，我们去公园散步，然后在湖边画画。",
+    "Caroline 说她想去北京看长城，她很喜欢画画。",
+]
+
+QUERIES = [
+    "What did Caroline paint for the art show?",
+    "boat lake",
+    "charity race mental health",
+    "元旦晚会表演了什么魔术？",
+    "上次我们讨论数据库迁移，结论是什么？",
+    "Caroline 喜欢画画吗？",
+    "paint*",
+]
+
+
+def test_bm25_is_fts5s_formula() -> None:
+    assert bm25.idf(100, 10) == pytest.approx(math.log(90.5 / 10.5))
+    assert bm25.idf(10, 9) == 1e-6  # floored: a term in most rows counts a little
+    assert bm25.gain(0, 10, 10) == 0.0
+    # tf 1 in a row of average length: (k1 + 1) / (1 + k1).
+    assert bm25.gain(1, 10, 10) == pytest.approx(1.0)
+    assert bm25.gain(2, 10, 10) == pytest.approx(2 * 2.2 / (2 + 1.2))
+    # Longer rows weigh a term less.
+    assert bm25.gain(1, 40, 10) < bm25.gain(1, 10, 10) < bm25.gain(1, 5, 10)
+
+
+def test_vectors_and_phrases_read_as_the_server_writes_them() -> None:
+    vector = ranking.parse_vector("'art':2,4 'art-show':1 'it''s':7 'show':3")
+    assert vector == {"'art'": "2,4", "'art-show'": "1", "'it''s'": "7", "'show'": "3"}
+    assert ranking.vector_length(vector) == 5
+    assert ranking.text_length("'art':2,4 'art-show':1 'it''s':7 'show':3") == 5
+    # A lexeme with a space (never written by the store) is read all the same.
+    assert ranking.parse_vector("'a b':1,3 'c':2") == {"'a b'": "1,3", "'c'": "2"}
+    phrase = ranking.phrase_patterns("'art-show' <-> 'art' <2> 'show'")
+    assert phrase == ((("'art-show'", 0, False), ("'art'", 1, False), ("'show'", 3, False)),)
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'art'")) == 2
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'art' <-> 'show'")) == 1
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'show' <-> 'art'")) == 1
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'ar':*")) == 3
+    both = ranking.phrase_patterns("('art' <-> 'show') & ('it''s')")
+    assert len(both) == 2 and ranking.term_frequency(vector, both) == 1
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'boat'")) == 0
+
+
+def fill(store: Any, rows: list[str], start: int = 0) -> None:
+    for i, text in enumerate(rows, start=start):
+        store.create_session(f"s{i}", started_at=1_700_000_000.0 + i)
+        store.append_messages(
+            f"s{i}", [{"role": "user", "content": text, "timestamp": 1_700_000_000.0 + i}]
+        )
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[SessionStore, PostgresSessionStore]]:
+    namespace = f"t-rank-{uuid.uuid4().hex[:12]}"
+    try:
+        with (
+            SessionStore(tmp_path / "state.db") as lite,
+            PostgresSessionStore(DSN, namespace=namespace) as pg,
+        ):
+            yield lite, pg
+    finally:
+        drop_namespace(namespace)
+
+
+def scores(store: Any, query: str) -> dict[int, float]:
+    return {c.id: round(c.score, 9) for c in store.rank(query, dates=False).candidates}
+
+
+@pytest.mark.postgres
+def test_postgres_scores_equal_sqlites(pair: tuple[SessionStore, PostgresSessionStore]) -> None:
+    lite, pg = pair
+    fill(lite, ROWS)
+    fill(pg, ROWS)
+    lite_ids = [m["id"] for s in range(len(ROWS)) for m in lite.get_messages(f"s{s}")]
+    pg_ids = [m["id"] for s in range(len(ROWS)) for m in pg.get_messages(f"s{s}")]
+    to_lite = dict(zip(pg_ids, lite_ids, strict=True))
+    for query in QUERIES:
+        want = scores(lite, query)
+        got = {to_lite[i]: s for i, s in scores(pg, query).items()}
+        assert want and got.keys() == want.keys(), query
+        for rid, score in want.items():
+            assert got[rid] == pytest.approx(score, abs=1e-6), (query, rid)
+
+
+@pytest.mark.postgres
+def test_statistics_follow_the_rows_written_since(
+    pair: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    lite, pg = pair
+    fill(lite, ROWS[:4])
+    fill(pg, ROWS[:4])
+    before = scores(pg, "Caroline art show lake")
+    assert before
+    # More rows change every term's rarity and the average length: the kept sample
+    # takes the new rows, and the scores are those of a sample read afresh.
+    fill(lite, ROWS[4:], start=4)
+    fill(pg, ROWS[4:], start=4)
+    kept = scores(pg, "Caroline art show lake")
+    ranking._samples.clear()
+    assert scores(pg, "Caroline art show lake") == kept
+    assert kept != before
+    assert list(kept.values()) == list(scores(lite, "Caroline art show lake").values())
+
+
+@pytest.mark.postgres
+def test_a_large_tenant_keeps_its_newest_rows_as_statistics(
+    pair: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    _, pg = pair
+    pg.create_session("old", started_at=1_600_000_000.0)
+    pg.append_messages("old", [{"role": "user", "content": "the zanzibar ferry timetable"}])
+    pg.create_session("bulk", started_at=1_700_000_000.0)
+    filler = [
+        {"role": "user", "content": f"routine status update number {i} for the ferry team"}
+        for i in range(ranking.SAMPLE_ROWS + 100)
+    ]
+    pg.append_messages("bulk", filler)
+    found = pg.search_sessions("When does the zanzibar ferry leave?")
+    assert found and found[0]["session_id"] == "old"
+    with pg.connection() as conn:
+        sample = ranking.sample(conn, pg.namespace)
+    assert sample.rows == ranking.SAMPLE_ROWS and not sample.complete
+    assert sample.total == ranking.SAMPLE_ROWS + 101
