@@ -19,9 +19,11 @@ is stored whole (``varint length, bytes``), the next ones against their predeces
 (``varint shared, varint new, bytes``); keys of the main index start with ``"0"``. A
 segment may list a word whose every row was deleted since (a delete is a marker in a
 newer segment until segments merge): matching it matches no row, so a walk of the
-listed words finds the prefix's rows all the same. A structure record of the newer
-format (``contentless_delete=1`` tables, which memstrata does not create) is not read:
-:func:`words` then returns None and the caller asks ``fts5vocab``.
+listed words finds the prefix's rows all the same. Words a connection inserted in its own
+open transaction are still in FTS5's memory, not on the pages: this lists the committed
+index (memstrata searches on reader connections, never inside a write). A structure
+record of the newer format (``contentless_delete=1`` tables, which memstrata does not
+create) is not read: :func:`words` then returns None and the caller asks ``fts5vocab``.
 """
 
 from __future__ import annotations
