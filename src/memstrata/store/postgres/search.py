@@ -12,12 +12,10 @@ each term is rendered for the three indexes:
   character) on the CJK bigram ``tsvector`` (GIN), so 1-2 character words use an index.
 
 A term matches when any index finds it; the query tree combines terms with SQL ``AND``,
-``OR`` and ``NOT``. Ranking is BM25-like: each positive term weighs its IDF (from a
-bounded count of the rows holding it) times its ``ts_rank`` in the row (term frequency
-with length normalisation), each term's rank scaled to its best candidate. As on SQLite,
-candidates are bounded: an OR query scans every row of its rare terms and only the newest
-rows of terms too common to matter; a boolean query ranks its newest ``BOOLEAN_RANKED``
-matches.
+``OR`` and ``NOT``. The candidates are ranked with SQLite's BM25 by
+:mod:`memstrata.store.postgres.ranking`. As on SQLite, candidates are bounded: an OR
+query scans every row of its rare terms and only the newest rows of terms too common to
+matter; a boolean query ranks its newest ``BOOLEAN_RANKED`` matches.
 
 Work is bounded before ranking, whatever the statistics say: one statement probes every
 term's indexes for at most ``COMMON_DF`` ids each, which gives both the counts and, for
@@ -51,9 +49,6 @@ from memstrata.store.titles import escape_like
 
 Conn = psycopg.Connection[Any]
 
-# ts_rank normalisation 1 (rank / (1 + log(length))): of 0, 1, 2 and 8 it agrees best
-# with SQLite's BM25 on the benchmark corpus (tests/test_postgres_store.py measures it).
-RANK_NORMALIZATION = 1
 # The first window of the newest-first walk (see _walk_newest), in rows of the tenant.
 WALK_WINDOW = 2000
 # The most rows of the tenant one walk reads: matches of common terms older than the
@@ -116,13 +111,11 @@ _TEXT = f"({INDEXED_TEXT.replace('coalesce(', 'coalesce(m.')})"
 
 @dataclass
 class TermSql:
-    """One positive or negated term as SQL: a match predicate and a rank expression."""
+    """One positive or negated term as SQL: a match predicate."""
 
     term: Term
     pred: str
     params: list[Any] = field(default_factory=list)
-    rank: str = "0"
-    rank_params: list[Any] = field(default_factory=list)
     # Each index's predicate on its own: probed one by one (see _probe), every arm uses
     # its index, where the planner facing their OR often scans the whole tenant.
     arms: list[tuple[str, list[Any]]] = field(default_factory=list)
@@ -164,8 +157,6 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
     """
     preds: list[str] = []
     params: list[Any] = []
-    ranks: list[str] = []
-    rank_params: list[Any] = []
     word = _unquote(term.word) if term.word else None
     if word is not None:
         text, prefix = word
@@ -184,24 +175,17 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
         query = f"(SELECT {query})"
         preds.append(f"m.tsv @@ {query}")
         params += qparams
-        ranks.append(f"ts_rank(m.tsv, {query}, {RANK_NORMALIZATION})")
-        rank_params += qparams
     trigram = _unquote(term.trigram) if term.trigram and substrings else None
     if trigram is not None:
         pattern = "%" + escape_like(trigram[0]) + "%"
         preds.append(f"{_TEXT} ILIKE %s")
         params.append(pattern)
-        # Substring presence: a constant rank, scaled with the term's other evidence.
-        ranks.append(f"(CASE WHEN {_TEXT} ILIKE %s THEN 0.1 ELSE 0 END)")
-        rank_params.append(pattern)
     cjk = cjk_tsquery(term.cjk) if term.cjk else None
     if cjk is not None:
         # cjk is NULL for rows without CJK: the IS NOT NULL keeps the predicate two-valued,
         # or NOT (a term) would be NULL, not true, on every such row.
         preds.append("(m.cjk IS NOT NULL AND m.cjk @@ %s::tsquery)")
         params.append(cjk)
-        ranks.append(f"COALESCE(ts_rank(m.cjk, %s::tsquery, {RANK_NORMALIZATION}), 0)")
-        rank_params.append(cjk)
     if not preds:
         return TermSql(term, "FALSE")
     arms: list[tuple[str, list[Any]]] = []
@@ -210,14 +194,7 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
         count = pred.count("%s")
         arms.append((pred, params[at : at + count]))
         at += count
-    return TermSql(
-        term,
-        "(" + " OR ".join(preds) + ")",
-        params,
-        " + ".join(ranks),
-        rank_params,
-        arms,
-    )
+    return TermSql(term, "(" + " OR ".join(preds) + ")", params, arms)
 
 
 def tree_sql(node: Node, substrings: set[Term] | None = None) -> tuple[str, list[Any]]:
@@ -461,7 +438,6 @@ def _ranked_rows(
     where: str,
     params: Sequence[Any],
     limit: int,
-    terms: Sequence[TermSql],
     *,
     total: int,
     selective: bool,
@@ -469,10 +445,8 @@ def _ranked_rows(
     index: tuple[str, Sequence[Any]] | bool | None = None,
     start: Sample | None = None,
 ) -> list[dict[str, Any]]:
-    """The newest ``limit`` rows matching ``where``, each with every term's rank.
-
-    The candidates are chosen first (:func:`_newest_ids`), then only they are ranked.
-    """
+    """The newest ``limit`` rows matching ``where`` (id, session and time), chosen by
+    :func:`_newest_ids`, for :mod:`memstrata.store.postgres.ranking` to score."""
     ids = _newest_ids(
         conn,
         ns,
@@ -487,10 +461,8 @@ def _ranked_rows(
     )
     if not ids:
         return []
-    ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
     rows: list[dict[str, Any]] = conn.execute(
-        f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m WHERE m.id = ANY(%s)",
-        [*(p for t in terms for p in t.rank_params), ids],
+        "SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE m.id = ANY(%s)", [ids]
     ).fetchall()
     return rows
 
@@ -755,16 +727,10 @@ def _collect(
     if rare or held:
         # The probes returned every row of the rare terms: filtered and ranked by id.
         ids = sorted({i for t in rare for i in probed.rows(t)} | held)
-        ranks = "".join(f", ({t.rank}) AS r{i}" for i, t in enumerate(terms))
         found = conn.execute(
-            f"SELECT m.id, m.session_id, m.timestamp{ranks} FROM messages m "
+            "SELECT m.id, m.session_id, m.timestamp FROM messages m "
             f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-            [
-                *(p for t in terms for p in t.rank_params),
-                *params,
-                ids,
-                COMMON_DF * max(len(rare), 1),
-            ],
+            [*params, ids, COMMON_DF * max(len(rare), 1)],
         ).fetchall()
     for joiner in (" AND ", " OR "):
         if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
@@ -779,7 +745,6 @@ def _collect(
             f"{where} AND {_tested(either)}",
             [*params, *either_params],
             k - len(found),
-            terms,
             total=total,
             selective=False,
             exclude=excluded,
@@ -807,7 +772,7 @@ def _boolean_rows(
     pred: str,
     pred_params: Sequence[Any],
 ) -> list[dict[str, Any]]:
-    """A boolean query's newest BOOLEAN_RANKED matches, with their ranks.
+    """A boolean query's newest BOOLEAN_RANKED matches (id, session and time).
 
     Every match holds each term the tree requires; when one of them is rare its probe
     returned all its rows, the matches are among them, and the whole tree (NOT
@@ -838,7 +803,6 @@ def _boolean_rows(
         where_all,
         where_params,
         BOOLEAN_RANKED,
-        terms,
         total=total,
         selective=bool(rare_required) or max(probed.df(t) for t in terms) < COMMON_DF,
         index=index,
