@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
@@ -198,35 +198,35 @@ def run(
 
 def gaps(result: dict[str, Any]) -> list[str]:
     """Per option: each metric on SQLite and PostgreSQL, and the largest difference."""
-    lines = [
-        "| option | metric | SQLite | PostgreSQL | difference |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for name in result["options"]:
-        lite = result["scores"][f"{name} [sqlite]"].mean()
-        pg = result["scores"][f"{name} [postgres]"].mean()
-        for metric in ("R@5", "R@10", "any@1", "any@5", "NDCG@5"):
-            diff = pg[metric] - lite[metric]
-            lines.append(
-                f"| {name} | {metric} | {lite[metric]:.3f} | {pg[metric]:.3f} | {diff:+.3f} |"
-            )
-    return lines
+    return _gap_table(result, result["options"], ("sqlite", "SQLite"), ("postgres", "PostgreSQL"))
 
 
 def server_gaps(result: dict[str, Any]) -> list[str]:
     """Per hybrid option: each metric with vectors compared in the client and in the
     server (pgvector), and the difference."""
+    return _gap_table(
+        result,
+        result["pgvector"],
+        ("postgres", "client (bytea)"),
+        ("pgvector", "server (pgvector)"),
+    )
+
+
+def _gap_table(
+    result: dict[str, Any], options: Iterable[str], base: tuple[str, str], other: tuple[str, str]
+) -> list[str]:
+    """Each option's metrics on two systems (``(tag, column title)``) and their difference."""
     lines = [
-        "| option | metric | client (bytea) | server (pgvector) | difference |",
+        f"| option | metric | {base[1]} | {other[1]} | difference |",
         "|---|---|---:|---:|---:|",
     ]
-    for name in result["pgvector"]:
-        client = result["scores"][f"{name} [postgres]"].mean()
-        server = result["scores"][f"{name} [pgvector]"].mean()
+    for name in options:
+        first = result["scores"][f"{name} [{base[0]}]"].mean()
+        second = result["scores"][f"{name} [{other[0]}]"].mean()
         for metric in ("R@5", "R@10", "any@1", "any@5", "NDCG@5"):
-            diff = server[metric] - client[metric]
+            diff = second[metric] - first[metric]
             lines.append(
-                f"| {name} | {metric} | {client[metric]:.3f} | {server[metric]:.3f} | {diff:+.3f} |"
+                f"| {name} | {metric} | {first[metric]:.3f} | {second[metric]:.3f} | {diff:+.3f} |"
             )
     return lines
 

@@ -7,7 +7,7 @@ text. Every statement is scoped to the transaction's tenant.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -298,14 +298,19 @@ class MessageRows(Transaction):
         ).fetchall()
         return [(int(r["id"]), text_of(sqlite_form(r["content"])), r["tool_name"]) for r in rows]
 
-    def put_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes], at: float) -> int:
-        alive = {
+    def live_ids(self, ids: Iterable[int]) -> set[int]:
+        """Those of ``ids`` that are messages of this tenant (a vector computed for a
+        message deleted meanwhile is dropped, not stored)."""
+        return {
             int(r["id"])
             for r in self.conn.execute(
                 "SELECT id FROM messages WHERE namespace = %s AND id = ANY(%s)",
-                (self.ns, list(vectors)),
+                (self.ns, list(ids)),
             ).fetchall()
         }
+
+    def put_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes], at: float) -> int:
+        alive = self.live_ids(vectors)
         rows = [
             (self.ns, model, mid, dims, blob, at) for mid, blob in vectors.items() if mid in alive
         ]

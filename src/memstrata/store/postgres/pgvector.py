@@ -378,6 +378,8 @@ class ServerVectorRows:
     conn: Conn
     ns: str
     server_vectors: ServerVectors | None = None
+    # From MessageRows, which the transaction class also derives from.
+    live_ids: Callable[[Iterable[int]], set[int]]
 
     def put_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes], at: float) -> int:
         """Store vectors as the client path does, and as ``embedding`` where the column
@@ -386,13 +388,7 @@ class ServerVectorRows:
         if state is None or not state.column:
             stored: int = super().put_vectors(model, dims, vectors, at)  # type: ignore[misc]
             return stored
-        alive = {
-            int(r["id"])
-            for r in self.conn.execute(
-                "SELECT id FROM messages WHERE namespace = %s AND id = ANY(%s)",
-                (self.ns, list(vectors)),
-            ).fetchall()
-        }
+        alive = self.live_ids(vectors)
         rows = [
             (self.ns, model, mid, dims, blob, at, literal(blob, dims))
             for mid, blob in vectors.items()
@@ -434,16 +430,7 @@ class ServerVectorRows:
                     "ids": [int(i) for i in message_ids],
                 },
             ).fetchall()
-        sims: dict[int, float] = {}
-        uncopied: dict[int, bytes] = {}
-        for r in rows:
-            if r["cos"] is not None:
-                sims[int(r["message_id"])] = float(r["cos"])
-            elif r["blob"] is not None:
-                uncopied[int(r["message_id"])] = bytes(r["blob"])
-        if uncopied:
-            sims.update(cosines(uncopied, query_vector))
-        return sims
+        return _cosines_of(rows, "message_id", query_vector)
 
 
 class ServerFactRows:
@@ -493,13 +480,22 @@ class ServerFactRows:
                 "scan": max(0, int(scan)),
             },
         ).fetchall()
-        sims: dict[int, float] = {}
-        uncopied: dict[int, bytes] = {}
-        for r in rows:
-            if r["cos"] is not None:
-                sims[int(r["fact_id"])] = float(r["cos"])
-            elif r["blob"] is not None:
-                uncopied[int(r["fact_id"])] = bytes(r["blob"])
-        if uncopied:
-            sims.update(cosines(uncopied, query_vector))
-        return sims
+        return _cosines_of(rows, "fact_id", query_vector)
+
+
+def _cosines_of(
+    rows: Sequence[Mapping[str, Any]], key: str, query_vector: Sequence[float]
+) -> dict[int, float]:
+    """Row id (``key``) -> cosine from a server statement's rows: the server's ``cos``
+    where the row's ``embedding`` is filled, else the client's from its ``blob`` (a
+    vector written before the column existed and not copied yet)."""
+    sims: dict[int, float] = {}
+    uncopied: dict[int, bytes] = {}
+    for r in rows:
+        if r["cos"] is not None:
+            sims[int(r[key])] = float(r["cos"])
+        elif r["blob"] is not None:
+            uncopied[int(r[key])] = bytes(r["blob"])
+    if uncopied:
+        sims.update(cosines(uncopied, query_vector))
+    return sims

@@ -320,7 +320,7 @@ def _probe(
     gated = [i for i in range(len(arms)) if gates[i]]
     # The sample: the tenant's newest rows read backwards on idx_messages_ns_id
     # ("namespace = ANY" with ORDER BY namespace is an order only that index yields, see
-    # _walk_windows), each arm tested on each row read.
+    # _walk_newest), each arm tested on each row read.
     sql = (
         f"WITH s AS MATERIALIZED (SELECT m.id, ({where[0]}) AS f{cols} FROM messages m "
         "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
@@ -537,19 +537,6 @@ def _walk_newest(
     ``where`` should test its terms on the rows read (:func:`_tested`), or the planner
     may fetch a common term's every match through GIN to find the few in a window.
     """
-    return _walk_windows(conn, ns, where, params, limit, total, give_up, start)
-
-
-def _walk_windows(
-    conn: Conn,
-    ns: str,
-    where: str,
-    params: Sequence[Any],
-    limit: int,
-    total: int,
-    give_up: bool = True,
-    start: Sample | None = None,
-) -> list[int] | None:
     found: list[int] = list(start.ids) if start else []
     scanned = start.rows if start else 0
     below: int | None = start.low if start else None
