@@ -345,3 +345,33 @@ def test_a_prefix_walks_as_the_or_of_the_words_it_covers(
             assert prefix.as_or(conn, "messages_fts", '"zz"*') is None  # MAX_TERMS + 1 words
             assert prefix.as_or(conn, "messages_fts_cjk", '"trac"*') is None
             assert prefix.as_or(conn, "messages_fts", '"qqq"*') is None
+
+
+def test_the_and_walk_stops_once_k_rows_hold_the_checked_terms(
+    tmp_path: Path,
+) -> None:
+    """The newest matches whose text holds the checked terms, read in one walk that stops
+    after k of them: the rows the full 2k walk would keep, in the same order."""
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            [
+                {"role": "user", "content": f"kafka lag {'on run' if i % 3 else 'idle'} {i}"}
+                for i in range(30)
+            ],
+        )
+        with s.read_conn() as conn:
+            texts = ft.message_texts(conn, list(range(1, 31)))
+            filters = make_filters()
+            held, walked = ft._newest_holding(conn, "word", '"kafka"', ["run"], filters, 4)
+            # Newest first: ids 30, 29, 27, 26 hold "run" (every third row does not).
+            expected = [i for i in range(30, 0, -1) if "run" in texts[i].split()][:4]
+            assert [r[0] for r in held] == expected
+            assert walked == 30 - expected[-1] + 1  # stopped at the 4th holder
+            # No row holds the needle: the whole 2k window is walked, nothing kept.
+            none, walked = ft._newest_holding(conn, "word", '"kafka"', ["zebra"], filters, 4)
+            assert none == [] and walked == 8
+            # Fewer matches than 2k: the walk says so (the caller then trusts the answer).
+            few, walked = ft._newest_holding(conn, "word", '"kafka"', ["run"], filters, 40)
+            assert walked == 30 and len(few) == 20
