@@ -69,6 +69,24 @@ def connect(dsn: str, *, timeout: float = FAIL_FAST_S, **kwargs: Any) -> Conn:
         raise unreachable(dsn, exc) from None
 
 
+@contextmanager
+def _isolation(conn: Conn, snapshot: bool) -> Iterator[None]:
+    """With ``snapshot``, the transactions started inside begin REPEATABLE READ (psycopg
+    writes it into their BEGIN); the connection's default is restored afterwards, or the
+    connection is closed (so the pool drops it) when it cannot be."""
+    if not snapshot:
+        yield
+        return
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            conn.isolation_level = None
+        else:
+            conn.close()
+
+
 class Database:
     """A pool of connections to one PostgreSQL database, migrated on open.
 
@@ -165,9 +183,9 @@ class Database:
             with self._pool.connection() as conn:
                 self._local.conn = conn
                 try:
-                    with conn.transaction():
-                        if snapshot:
-                            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    # A snapshot starts with BEGIN ISOLATION LEVEL REPEATABLE READ: one
+                    # statement, not BEGIN and then SET TRANSACTION.
+                    with _isolation(conn, snapshot), conn.transaction():
                         yield conn
                 finally:
                     self._local.conn = None
