@@ -90,3 +90,102 @@ def test_a_snapshot_begins_in_one_statement(
     with pg.connection(snapshot=True) as conn:
         row = conn.execute("SELECT current_setting('transaction_isolation') AS level").fetchone()
         assert row is not None and row["level"] == "repeatable read"
+
+
+def add(store: PostgresSessionStore, sid: str, texts: list[str]) -> None:
+    store.create_session(sid)
+    store.append_messages(sid, [{"role": "user", "content": t} for t in texts])
+
+
+# More rows than the ranking sample (COMMON_DF), so "deploy" is common and takes the
+# walk, the planted words are rare and come from their probes.
+FILLER = [f"routine status update {i} for the deploy pipeline" for i in range(560)]
+PLANTED = [
+    "the walrus ate the config again",
+    "We decided to raise the deploy timeout to 30 seconds for auth-api.",
+    "The logs show a quantum flux capacitor right after the restart.",
+    "数据库迁移之后回滚失败了，这个问题明天再看",
+    "修改youer服务端的配置，麻烦确认一下。",
+    "The deploy of mod5_x.cfg/path5 broke.",
+]
+
+
+@pytest.fixture
+def tenant(pg: PostgresSessionStore) -> PostgresSessionStore:
+    add(pg, "filler", FILLER)
+    add(pg, "planted", PLANTED)
+    return pg
+
+
+def test_the_tenant_size_is_read_once_and_candidates_once(
+    tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One statement per candidate search reads the sessions' counters (an explicit
+    query that finds too little searches again for its words); the candidates are read
+    with their scoring columns, never by id first and then again to be scored."""
+    spy = Statements(monkeypatch)
+    for query in (
+        "walrus",
+        "What did we decide about the deploy timeout for auth-api?",
+        "walrus AND config",
+        "deploy NOT walrus",
+        "od5_x.cf",
+    ):
+        tenant.search_messages(query, limit=20)  # caches warm
+        sent = spy.during(lambda q=query: tenant.search_messages(q, limit=20))
+        searches = sum(s.startswith("SELECT current_setting(") for s in sent)  # planner
+        assert searches in (1, 2), (query, sent)
+        assert sum("sum(message_count)" in s for s in sent) == searches, (query, sent)
+        assert not any("message_count" in s for s in sent if s.startswith("WITH s AS")), sent
+        read = [s for s in sent if "m.session_id, m.timestamp" in s]
+        assert read, (query, sent)
+        assert all("ts_filter(" in s or "::text AS word" in s for s in read), (query, read)
+        assert not any(s.startswith("SELECT id, ts_filter(") for s in sent), (query, sent)
+
+
+def probe_plan(store: PostgresSessionStore, query: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The executed plan (EXPLAIN ANALYZE, VERBOSE, JSON) of ``query``'s probe statement,
+    run again in the search's snapshot with its planner settings."""
+    captured: list[tuple[str, Any]] = []
+    original = psycopg.Connection.execute
+
+    def execute(conn: Any, sql: Any, params: Any = None, **kw: Any) -> Any:
+        if isinstance(sql, str) and sql.startswith("WITH s AS MATERIALIZED"):
+            captured.append((sql, params))
+        return original(conn, sql, params, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    store.search_messages(query, limit=20)
+    monkeypatch.undo()
+    assert len(captured) == 1, captured
+    sql, params = captured[0]
+    with store.connection() as conn:
+        conn.execute("SET LOCAL enable_seqscan = off")
+        row = conn.execute("EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) " + sql, params).fetchone()
+    assert row is not None
+    return next(iter(row.values()))[0]["Plan"]
+
+
+def substring_tests(plan: Any) -> list[int]:
+    """The loops of every plan node that evaluates an ILIKE (``~~*``)."""
+    fields = ("Output", "Filter", "Index Cond", "Recheck Cond", "Join Filter")
+    loops = []
+    if any("~~*" in str(plan.get(f, "")) for f in fields):
+        loops.append(int(plan.get("Actual Loops", 0)))
+    for child in plan.get("Plans", ()):
+        loops += substring_tests(child)
+    return loops
+
+
+def test_a_substring_is_tested_only_when_the_indexes_found_nothing(
+    tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An identifier the word index knows: no row is tested for its substring (not the
+    sampled ones either); cut inside, so that only a substring finds it: the sampled
+    rows are tested, and the search finds it."""
+    known = substring_tests(probe_plan(tenant, "mod5_x.cfg", monkeypatch))
+    assert known and all(n == 0 for n in known), known
+    cut = substring_tests(probe_plan(tenant, "od5_x.cf", monkeypatch))
+    assert any(n > 0 for n in cut), cut
+    hits = tenant.search_messages("od5_x.cf", limit=5)
+    assert [h["session_id"] for h in hits] == ["planted"]

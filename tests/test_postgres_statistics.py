@@ -130,6 +130,7 @@ def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: 
     """One probe per index arm: COMMON_DF ids for a term in more rows than that (never a
     sample passing for all of its rows), every id of a rare term."""
     from memstrata.query.compile import compile_query
+    from memstrata.store.postgres import ranking
     from memstrata.store.postgres import search as pg_search
     from memstrata.store.rank import COMMON_DF
 
@@ -147,10 +148,11 @@ def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: 
         assert tree is not None
         terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
         with store.connection() as conn:
-            probed = pg_search.Probed()
+            _, total = ranking.sample(conn, "probe")
+            assert total == 13 * 50
+            probed = pg_search.Probed(total)
             probed.add(conn, "probe", [a for t in terms for a in t.arms])
             assert [probed.df(t) for t in terms] == [COMMON_DF, 13]
-            assert probed.total == 13 * 50
             rare = probed.rows(terms[1])
             contents = conn.execute(
                 "SELECT content FROM messages WHERE id = ANY(%s)", (sorted(rare),)

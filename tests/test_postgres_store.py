@@ -36,7 +36,7 @@ from memstrata.errors import (  # noqa: E402
 )
 from memstrata.query.compile import compile_query  # noqa: E402
 from memstrata.query.filters import make_filters  # noqa: E402
-from memstrata.store.postgres import PostgresSessionStore, schema  # noqa: E402
+from memstrata.store.postgres import PostgresSessionStore, ranking, schema  # noqa: E402
 from memstrata.store.postgres import search as pg_search  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
@@ -503,7 +503,8 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
     assert tree is not None
     terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
     with pg.connection() as conn:
-        probed = pg_search.Probed()
+        _, total = ranking.sample(conn, pg.namespace)
+        probed = pg_search.Probed(total)
         probed.add(conn, pg.namespace, [a for t in terms for a in t.arms])
     gannet, puffin = terms
     # Its word arm is not probed (its CJK arm, for Latin glued to CJK, is rare: probed).

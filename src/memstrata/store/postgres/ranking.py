@@ -53,8 +53,9 @@ __all__ = [
     "parse_vector",
     "vector_length",
     "phrase_patterns",
+    "Scoring",
     "sample",
-    "score",
+    "scoring",
     "term_frequency",
     "text_length",
 ]
@@ -297,9 +298,11 @@ _lexemes: OrderedDict[str, Groups] = OrderedDict()
 _lock = threading.Lock()
 
 
-def sample(conn: Conn, ns: str) -> Sample:
+def sample(conn: Conn, ns: str) -> tuple[Sample, int]:
     """The tenant's sample, brought up to date (one statement when nothing was written
-    since the last search of this process, two otherwise)."""
+    since the last search of this process, two otherwise), and the tenant's size as its
+    sessions' counters say (read in the same statement: the one read of it a search
+    makes, see :class:`memstrata.store.postgres.search.Probed`)."""
     row = conn.execute(
         "SELECT current_schema() AS schema, "
         "(SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total, "
@@ -321,7 +324,7 @@ def sample(conn: Conn, ns: str) -> Sample:
         with _lock:
             if key in _samples:
                 _samples.move_to_end(key)
-        return known
+        return known, total
     if newest > known.newest or not known.ids:
         # "namespace = ANY" with ORDER BY namespace: the tenant's id index read backwards.
         fresh = conn.execute(
@@ -335,7 +338,7 @@ def sample(conn: Conn, ns: str) -> Sample:
         _samples[key] = known
         while len(_samples) > CACHED_TENANTS:
             _samples.popitem(last=False)
-    return known
+    return known, total
 
 
 def word_groups(conn: Conn, texts: Sequence[str], config: str) -> dict[str, Groups]:
@@ -511,26 +514,68 @@ def holders(
     return found
 
 
-def score(
+@dataclass
+class Scoring:
+    """How one search scores its candidates (see :func:`scoring`): the columns a
+    candidate statement reads with each row (:attr:`columns`), and the scores of the
+    rows read so (:meth:`score`)."""
+
+    sides: list[tuple[str, _Lookup, float]]
+    extra: list[tuple[Groups, str, float]]
+    stats: Sample
+    columns: str
+    params: list[Any]
+
+    def score(self, rows: Sequence[Mapping[str, Any]]) -> list[Candidate]:
+        """The candidate ``rows`` (id, session_id, timestamp and :attr:`columns`) scored
+        as FTS5's ``bm25()`` scores the query, best first, the best 1.0."""
+        cands = []
+        for r in rows:
+            total = 0.0
+            for name, lookup, average in self.sides:
+                text = r.get(name)
+                if not text or not lookup:
+                    continue
+                vector = parse_vector(text)
+                length = int(r.get(f"{name}_length") or text_length(text))
+                for s in lookup.candidates(vector):
+                    tf = term_frequency(vector, s.groups)
+                    total += s.times * s.idf * bm25.gain(tf, length, average)
+            if self.extra:
+                text = _text(r)
+                vector = parse_vector(r.get("word"))
+                length = int(r.get("word_length") or text_length(r.get("word")))
+                for groups, needle, weight in self.extra:
+                    if needle and needle in text and not term_frequency(vector, groups):
+                        total += weight * bm25.gain(1, length, self.stats.average("word"))
+            rid, session = int(r["id"]), str(r["session_id"])
+            cands.append(Candidate(rid, session, float(r["timestamp"]), {}, total))
+        top = max((c.score for c in cands), default=0.0)
+        for c in cands:
+            c.score = c.score / top if top > 0 else 0.0
+        cands.sort(key=lambda c: (-c.score, -c.id))
+        return cands
+
+
+def scoring(
     conn: Conn,
-    ns: str,
-    rows: Sequence[Mapping[str, Any]],
     compiled: CompiledQuery,
     stats: Sample,
     *,
     config: str,
     cjk_query: Any,
     substrings: Mapping[Term, float] | None = None,
-) -> list[Candidate]:
-    """The candidate ``rows`` (id, session_id, timestamp) scored as FTS5's ``bm25()``
-    scores ``compiled`` (every phrase of it, see :func:`match_groups`), summed over the
-    word and CJK indexes, best first, the best 1.0.
+    alias: str = "m",
+) -> Scoring:
+    """How the candidates of ``compiled`` are scored: every phrase of it (see
+    :func:`match_groups`) as FTS5's ``bm25()`` scores it, summed over the word and CJK
+    indexes, with the statistics of ``stats``.
 
+    The statement that reads the candidates (``messages`` as ``alias``) reads
+    :attr:`Scoring.columns` with them, so no statement reads them again to score them.
     ``substrings``: the terms a substring scan served, with their row counts; one counts
     (once) in a row that holds its text but not its word form.
     """
-    if not rows:
-        return []
     phrases = match_groups(conn, compiled, config, cjk_query)
     sides = [
         (name, _Lookup(_scored(phrases[name], name, stats)), stats.average(name))
@@ -545,6 +590,7 @@ def score(
         ]
     columns, params = [], []
     for (name, lookup, _), column in zip(sides, ("tsv", "cjk"), strict=True):
+        column = f"{alias}.{column}"
         if lookup.whole:
             columns.append(f"{column}::text AS {name}")
             continue
@@ -558,41 +604,8 @@ def score(
         )
         params.append([_unquoted(lex) for lex in lookup.lexemes])
     if substrings:
-        columns.append("content, tool_name, tool_calls")
-    found = {
-        int(r["id"]): r
-        for r in conn.execute(
-            f"SELECT id, {', '.join(columns)} FROM messages WHERE namespace = %s AND id = ANY(%s)",
-            (*params, ns, [int(r["id"]) for r in rows]),
-        ).fetchall()
-    }
-    cands = []
-    for r in rows:
-        rid = int(r["id"])
-        vectors = found.get(rid, {})
-        total = 0.0
-        for name, lookup, average in sides:
-            text = vectors.get(name)
-            if not text or not lookup:
-                continue
-            vector = parse_vector(text)
-            length = int(vectors.get(f"{name}_length") or text_length(text))
-            for s in lookup.candidates(vector):
-                tf = term_frequency(vector, s.groups)
-                total += s.times * s.idf * bm25.gain(tf, length, average)
-        if extra:
-            text = _text(vectors)
-            vector = parse_vector(vectors.get("word"))
-            length = int(vectors.get("word_length") or text_length(vectors.get("word")))
-            for groups, needle, weight in extra:
-                if needle and needle in text and not term_frequency(vector, groups):
-                    total += weight * bm25.gain(1, length, stats.average("word"))
-        cands.append(Candidate(rid, str(r["session_id"]), float(r["timestamp"]), {}, total))
-    top = max((c.score for c in cands), default=0.0)
-    for c in cands:
-        c.score = c.score / top if top > 0 else 0.0
-    cands.sort(key=lambda c: (-c.score, -c.id))
-    return cands
+        columns.append(f"{alias}.content, {alias}.tool_name, {alias}.tool_calls")
+    return Scoring(sides, extra, stats, ", ".join(columns), params)
 
 
 def _text(row: Mapping[str, Any]) -> str:

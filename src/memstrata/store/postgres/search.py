@@ -278,10 +278,11 @@ def _probe(
     arms: Sequence[tuple[str, list[Any]]],
     gates: Sequence[Sequence[int]],
     where: tuple[str, Sequence[Any]] = ("TRUE", ()),
-) -> tuple[list[list[int] | None], list[list[int]], Sample, int]:
+    *,
+    total: int,
+) -> tuple[list[list[int] | None], list[list[int]], Sample]:
     """Which arms (one index's predicate each) are common, and every id of the others,
-    with the tenant's size (from the sessions' counters: far cheaper than a count), in
-    one statement.
+    in one statement, for a tenant of ``total`` rows.
 
     The tenant's newest SAMPLE_ROWS rows (fewer for many arms, see SAMPLE_TESTS) are read
     first (``idx_messages_ns_id``) and each arm is tested on them: an arm found in enough
@@ -289,56 +290,86 @@ def _probe(
     its GIN index (a common term's bitmap is the costliest read a search can make). The
     other arms are probed: each probe is read through a bitmap whose heap visits stop at
     COMMON_DF rows, so fewer ids than that are all the arm's rows (a rare term's
-    candidates). An arm with ``gates`` (arm indexes) is probed only when those arms found
-    nothing at all (a substring scan for a term the word index does not know).
+    candidates). An arm with ``gates`` (arm indexes) is tested on the sample and probed
+    only when those arms found nothing at all (a substring scan for a term the word
+    index does not know): the sampled rows are then read again by id for it, so a
+    question whose words the index knows never tests a substring on any row.
 
     Returns per arm its ids (None: common, or gated off) and its matches in the sample
-    that pass ``where`` (the search's filters), the sample (its ``ids`` left empty) and
-    the tenant's size.
+    that pass ``where`` (the search's filters; none for an arm gated off), and the
+    sample (its ``ids`` left empty).
     """
     size = max(SAMPLE_MIN_ROWS, min(SAMPLE_ROWS, SAMPLE_TESTS // max(1, len(arms))))
     size = min(size, SAMPLE_ROWS)
-    cols = "".join(f", {sql} AS h{i}" for i, (sql, _) in enumerate(arms))
+    free = [i for i in range(len(arms)) if not gates[i]]
+    gated = [i for i in range(len(arms)) if gates[i]]
+    cols = "".join(f", {arms[i][0]} AS h{i}" for i in free)
     counts = "".join(
         f", count(*) FILTER (WHERE h{i}) AS c{i}, "
         f"array_agg(id ORDER BY id DESC) FILTER (WHERE h{i} AND f) AS s{i}"
-        for i in range(len(arms))
+        for i in free
     )
+
+    def closed(i: int) -> str:
+        return " OR ".join(f"c{g} > 0 OR cardinality(a{g}) > 0" for g in gates[i])
 
     def probe(i: int) -> str:
         common = f"(c{i} >= {SAMPLE_MIN_HITS} AND c{i} * total >= {COMMON_DF} * n)"
-        closed = "".join(f" OR c{g} > 0 OR cardinality(a{g}) > 0" for g in gates[i])
+        shut = f" OR {closed(i)}" if gates[i] else ""
         # The CTE is planned for every match (a GIN bitmap), whatever LIMIT follows; a
         # plain subquery with LIMIT may be planned as a walk of the tenant's id index.
         return (
-            f"CASE WHEN NOT ({common}{closed}) THEN ARRAY(WITH x AS MATERIALIZED "
+            f"CASE WHEN NOT ({common}{shut}) THEN ARRAY(WITH x AS MATERIALIZED "
             f"(SELECT m.id FROM messages m WHERE m.namespace = %s AND {arms[i][0]}) "
             f"SELECT id FROM x LIMIT {COMMON_DF}) END AS a{i}"
         )
 
-    free = [i for i in range(len(arms)) if not gates[i]]
-    gated = [i for i in range(len(arms)) if gates[i]]
+    def sampled(i: int) -> str:
+        # A gated arm on the sampled rows, read again, only when its gates found nothing:
+        # the ids matching it (NULL where a row fails the filters), newest first. The
+        # sample is the tenant's rows from its oldest id to its newest, read again as
+        # that id range (in id order: cheaper than a lookup per id), the arm a test of
+        # each (_tested: the planner would rather fetch its every match through GIN).
+        return (
+            f"CASE WHEN NOT ({closed(i)}) THEN ARRAY(SELECT CASE WHEN s.f THEN s.id END "
+            "FROM s JOIN (SELECT m.id FROM messages m WHERE m.namespace = ANY(%s) "
+            f"AND m.id >= p.low AND m.id <= p.high AND {_tested(arms[i][0])} "
+            "OFFSET 0) t ON t.id = s.id "
+            f"ORDER BY s.id DESC) END AS g{i}"
+        )
+
     # The sample: the tenant's newest rows read backwards on idx_messages_ns_id
     # ("namespace = ANY" with ORDER BY namespace is an order only that index yields, see
-    # _walk_newest), each arm tested on each row read.
+    # _walk_newest), each ungated arm tested on each row read.
     sql = (
         f"WITH s AS MATERIALIZED (SELECT m.id, ({where[0]}) AS f{cols} FROM messages m "
         "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
         f"LIMIT {size}), "
-        f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low{counts}, (SELECT "
-        "COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total FROM s), "
-        "p AS MATERIALIZED (SELECT c.*"
-        + "".join(", " + probe(i) for i in free)
-        + " FROM c) SELECT p.*"
-        + "".join(", " + probe(i) for i in gated)
-        + " FROM p"
+        f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low, max(id) AS high{counts}, "
+        "%s::bigint AS total FROM s), "
+        "p AS MATERIALIZED (SELECT c.*" + "".join(", " + probe(i) for i in free) + " FROM c)"
     )
+    if gated:
+        sql += (
+            ", q AS MATERIALIZED (SELECT p.*"
+            + "".join(", " + sampled(i) for i in gated)
+            + " FROM p), r AS MATERIALIZED (SELECT q.*"
+            + "".join(
+                f", cardinality(g{i}) AS c{i}, array_remove(g{i}, NULL) AS s{i}" for i in gated
+            )
+            + " FROM q) SELECT r.*"
+            + "".join(", " + probe(i) for i in gated)
+            + " FROM r"
+        )
+    else:
+        sql += " SELECT p.* FROM p"
     params = [
         *where[1],
-        *(v for _, ps in arms for v in ps),
+        *(v for i in free for v in arms[i][1]),
         [ns],
-        ns,
+        total,
         *(v for i in free for v in [ns, *arms[i][1]]),
+        *(v for i in gated for v in [[ns], *arms[i][1]]),
         *(v for i in gated for v in [ns, *arms[i][1]]),
     ]
     row = conn.execute(sql, params).fetchone()
@@ -349,17 +380,18 @@ def _probe(
     seen = [[int(x) for x in row[f"s{i}"] or ()] for i in range(len(arms))]
     rows = int(row["n"])
     low = int(row["low"]) if rows >= size else None
-    return ids, seen, Sample(rows, low), int(row["total"])
+    return ids, seen, Sample(rows, low)
 
 
 class Probed:
     """What :func:`_probe` found of each arm, keyed by the arm's SQL and values."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: int) -> None:
+        # total: the tenant's size, read once per search (see ranking.sample).
         self.ids: dict[str, list[int] | None] = {}
         self.seen: dict[str, list[int]] = {}
         self.sampled = Sample(0, None)
-        self.total = 0
+        self.total = total
 
     def add(
         self,
@@ -377,12 +409,13 @@ class Probed:
         keys = list(todo)
         gate_of = {_key(a): g for a, g in zip(arms, gates, strict=False)}
         index = {k: i for i, k in enumerate(keys)}
-        found, seen, self.sampled, self.total = _probe(
+        found, seen, self.sampled = _probe(
             conn,
             ns,
             list(todo.values()),
             [[index[_key(g)] for g in gate_of.get(k, ()) if _key(g) in index] for k in keys],
             where,
+            total=self.total,
         )
         self.ids.update(zip(keys, found, strict=True))
         self.seen.update(zip(keys, seen, strict=True))
@@ -432,37 +465,16 @@ def _key(arm: tuple[str, list[Any]]) -> str:
     return arm[0] + "\x00" + repr(arm[1])
 
 
-def _ranked_rows(
-    conn: Conn,
-    ns: str,
-    where: str,
-    params: Sequence[Any],
-    limit: int,
-    *,
-    total: int,
-    selective: bool,
-    exclude: Sequence[int] = (),
-    index: tuple[str, Sequence[Any]] | bool | None = None,
-    start: Sample | None = None,
+def _scored_rows(
+    conn: Conn, ns: str, ids: Sequence[int], scoring: ranking.Scoring
 ) -> list[dict[str, Any]]:
-    """The newest ``limit`` rows matching ``where`` (id, session and time), chosen by
-    :func:`_newest_ids`, for :mod:`memstrata.store.postgres.ranking` to score."""
-    ids = _newest_ids(
-        conn,
-        ns,
-        where,
-        params,
-        limit,
-        total=total,
-        selective=selective,
-        exclude=exclude,
-        index=index,
-        start=start,
-    )
+    """The rows of ``ids`` (id, session and time) with the columns ``scoring`` reads."""
     if not ids:
         return []
     rows: list[dict[str, Any]] = conn.execute(
-        "SELECT m.id, m.session_id, m.timestamp FROM messages m WHERE m.id = ANY(%s)", [ids]
+        f"SELECT m.id, m.session_id, m.timestamp, {scoring.columns} FROM messages m "
+        "WHERE m.namespace = %s AND m.id = ANY(%s)",
+        [*scoring.params, ns, list(ids)],
     ).fetchall()
     return rows
 
@@ -617,12 +629,19 @@ def collect_candidates(
             if order != "rank":
                 return _collect(conn, ns, bound_query(compiled), filters, k=k, order=order)
             # Ranked: every term scores the candidates, the rarest find them.
-            stats = ranking.sample(conn, ns)
+            stats, total = ranking.sample(conn, ns)
             terms = list(dict.fromkeys(compiled.tree.positive_terms()))
             rarity = ranking.rarity(conn, terms, stats, TS_CONFIG, cjk_tsquery)
             bounded = bound_query(compiled, rarity=rarity)
             return _collect(
-                conn, ns, bounded, filters, k=k, order=order, stats=(stats, terms, compiled)
+                conn,
+                ns,
+                bounded,
+                filters,
+                k=k,
+                order=order,
+                stats=(stats, terms, compiled),
+                total=total,
             )
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
@@ -643,6 +662,7 @@ def _collect(
     k: int,
     order: Order,
     stats: tuple[ranking.Sample, list[Term], CompiledQuery] | None = None,
+    total: int = 0,
 ) -> list[Candidate]:
     assert compiled.tree is not None
     where, params = filter_sql(ns, filters)
@@ -659,7 +679,7 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
-    probed = Probed()
+    probed = Probed(total)
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
         # term only when the word index does not know the term at all: its trigram arm
@@ -684,27 +704,16 @@ def _collect(
     if not terms:
         return []
     probed.add(conn, ns, [a for t in terms for a in t.arms])
-    total = probed.total
     assert stats is not None  # a ranked search has its statistics
     # Terms a substring scan serves: found in rows the word and CJK indexes miss.
     substrings = {t.term: probed.df(t) for t in terms if any(" ILIKE " in a for a, _ in t.arms)}
-
-    def scored(found: Sequence[dict[str, Any]]) -> list[Candidate]:
-        return ranking.score(
-            conn,
-            ns,
-            found,
-            stats[2],
-            stats[0],
-            config=TS_CONFIG,
-            cjk_query=cjk_tsquery,
-            substrings=substrings,
-        )
-
+    # The candidates are read with the columns that score them (no second read).
+    scoring = ranking.scoring(
+        conn, stats[2], stats[0], config=TS_CONFIG, cjk_query=cjk_tsquery, substrings=substrings
+    )
     if compiled.leaves is None:
-        return scored(
-            _boolean_rows(conn, ns, compiled.tree, terms, probed, where, params, pred, pred_params)
-        )
+        ids = _boolean_ids(conn, ns, compiled.tree, terms, probed, where, params, pred, pred_params)
+        return scoring.score(_scored_rows(conn, ns, ids, scoring))
     # An OR of terms: every row of the rare terms, then the newest rows of common ones.
     rare = [t for t in terms if not probed.common(t)]
     common = [t for t in terms if probed.common(t)]
@@ -715,30 +724,32 @@ def _collect(
         # The probes returned every row of the rare terms: filtered and ranked by id.
         ids = sorted({i for t in rare for i in probed.rows(t)} | held)
         found = conn.execute(
-            "SELECT m.id, m.session_id, m.timestamp FROM messages m "
+            f"SELECT m.id, m.session_id, m.timestamp, {scoring.columns} FROM messages m "
             f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-            [*params, ids, COMMON_DF * max(len(rare), 1)],
+            [*scoring.params, *params, ids, COMMON_DF * max(len(rare), 1)],
         ).fetchall()
+    chosen = [int(r["id"]) for r in found]
     for joiner in (" AND ", " OR "):
-        if not common or len(found) >= k or (joiner == " AND " and len(common) < 2):
+        if not common or len(chosen) >= k or (joiner == " AND " and len(common) < 2):
             continue
         either = joiner.join(t.pred for t in common)
         either_params = [p for t in common for p in t.params]
         both = _words_anded(common) if joiner == " AND " else None
-        excluded = [int(r["id"]) for r in found]
-        found += _ranked_rows(
+        excluded = list(chosen)
+        chosen += _newest_ids(
             conn,
             ns,
             f"{where} AND {_tested(either)}",
             [*params, *either_params],
-            k - len(found),
-            total=total,
+            k - len(chosen),
+            total=probed.total,
             selective=False,
             exclude=excluded,
             index=both or False,
             start=probed.sample(common, joiner, excluded),
         )
-    return scored(found)
+    # The walks' rows (AND, then OR) in one read.
+    return scoring.score(found + _scored_rows(conn, ns, chosen[len(found) :], scoring))
 
 
 def _tested(pred: str) -> str:
@@ -748,7 +759,7 @@ def _tested(pred: str) -> str:
     return f"coalesce(({pred}), false)"
 
 
-def _boolean_rows(
+def _boolean_ids(
     conn: Conn,
     ns: str,
     tree: Node,
@@ -758,8 +769,8 @@ def _boolean_rows(
     params: Sequence[Any],
     pred: str,
     pred_params: Sequence[Any],
-) -> list[dict[str, Any]]:
-    """A boolean query's newest BOOLEAN_RANKED matches (id, session and time).
+) -> list[int]:
+    """The ids of a boolean query's newest BOOLEAN_RANKED matches.
 
     Every match holds each term the tree requires; when one of them is rare its probe
     returned all its rows, the matches are among them, and the whole tree (NOT
@@ -784,7 +795,7 @@ def _boolean_rows(
         # Never every match of a common term through GIN: the walk's rows, or one scan
         # of the required words ANDed when the walk finds them too sparse.
         index = _words_anded(required) or False
-    return _ranked_rows(
+    return _newest_ids(
         conn,
         ns,
         where_all,
