@@ -89,7 +89,7 @@ def percentile(values: list[float], q: float) -> float:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def queries() -> dict[str, list[str]]:
+def queries(classes: tuple[str, ...] = CLASSES) -> dict[str, list[str]]:
     """The queries per class: the corpus's eight classes and ``identifiers``."""
     sys.path.insert(0, str(HERE))
     import corpus
@@ -101,7 +101,7 @@ def queries() -> dict[str, list[str]]:
     # does), so both sides of the substring fallback are measured.
     idents = [p.needle for p in corpus.PLANTS if p.query_class == "prefix" and "_" in p.needle]
     out["identifiers"] = [*idents, *(i[2:] for i in idents)]
-    return {c: out[c] for c in CLASSES}
+    return {c: out[c] for c in classes}
 
 
 # ------------------------------------------------------------------------------ worker
@@ -250,8 +250,15 @@ def load(dsn: str, schema: str, n: int, clients: int) -> tuple[str, dict[str, An
         return schema_dsn, record
 
 
-def run(dsn: str, namespace: str, before_src: Path, after_src: Path, rounds: int) -> dict[str, Any]:
-    qs = queries()
+def run(
+    dsn: str,
+    namespace: str,
+    before_src: Path,
+    after_src: Path,
+    rounds: int,
+    classes: tuple[str, ...] = CLASSES,
+) -> dict[str, Any]:
+    qs = queries(classes)
     sides = [
         Side("before", before_src, dsn, namespace),
         Side("after", after_src, dsn, namespace),
@@ -300,7 +307,8 @@ def run(dsn: str, namespace: str, before_src: Path, after_src: Path, rounds: int
 def summarize(result: dict[str, Any]) -> dict[str, Any]:
     """Per class and side: p50/p95 ms, statements per search, probe ms."""
     out: dict[str, Any] = {}
-    for cls in CLASSES:
+    classes = list(result["compared"])
+    for cls in classes:
         row: dict[str, Any] = {
             "identical": result["identical"][cls],
             "compared": result["compared"][cls],
@@ -320,7 +328,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             }
         out[cls] = row
     every = {
-        side: [x["probe_ms"] for c in CLASSES for x in result["runs"][side][c] if x["probe_ms"]]
+        side: [x["probe_ms"] for c in classes for x in result["runs"][side][c] if x["probe_ms"]]
         for side in ("before", "after")
     }
     out["probe"] = {
@@ -407,7 +415,7 @@ def render(report: dict[str, Any]) -> str:
         "p95 after/before | statements per search before → after | identical |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for cls in CLASSES:
+    for cls in report["queries"]:
         row = s[cls]
         b, a = row["before"], row["after"]
         queries_n = report["queries"][cls]
@@ -461,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-src", type=Path, help="the src of the version before")
     parser.add_argument("--after-src", type=Path, default=SRC)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--classes", default=",".join(CLASSES), help="comma-separated (default: all)"
+    )
     parser.add_argument("--out", type=Path, help="write the report (.md) and its .json")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
@@ -469,11 +480,14 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args.dsn, args.namespace, sys.stdin, sys.stdout)
     if args.before_src is None:
         parser.error("--before-src is required")
+    classes = tuple(c for c in args.classes.split(",") if c)
+    if not classes or any(c not in CLASSES for c in classes):
+        parser.error(f"--classes: choose among {', '.join(CLASSES)}")
     schema_dsn, record = load(args.dsn, args.schema, args.messages, args.clients)
     namespace = f"ab{args.messages}"
     load_before = load_average()
     started = time.time()
-    result = run(schema_dsn, namespace, args.before_src, args.after_src, args.rounds)
+    result = run(schema_dsn, namespace, args.before_src, args.after_src, args.rounds, classes)
     summary = summarize(result)
     identical = sum(result["identical"].values())
     compared = sum(result["compared"].values())
@@ -491,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": load_before,
         "load_after": load_average(),
         "seconds": time.time() - started,
-        "queries": {c: len(v) for c, v in queries().items()},
+        "queries": {c: len(v) for c, v in queries(classes).items()},
         "identical": identical,
         "compared": compared,
         "differing": result["differing"],
