@@ -189,3 +189,23 @@ def test_a_substring_is_tested_only_when_the_indexes_found_nothing(
     assert any(n > 0 for n in cut), cut
     hits = tenant.search_messages("od5_x.cf", limit=5)
     assert [h["session_id"] for h in hits] == ["planted"]
+
+
+def test_the_substring_test_comes_last_in_a_terms_or() -> None:
+    """A term's predicate ORs its word, CJK and substring tests in that order: a row one
+    of the index tests finds is never tested for the substring (OR stops at its first
+    true arm)."""
+    from memstrata.query.compile import compile_query
+    from memstrata.store.postgres.search import term_sql
+
+    tree = compile_query("mod5_x.cfg").tree
+    assert tree is not None
+    (term,) = tree.positive_terms()
+    rendered = term_sql(term)
+    kinds = [
+        "substring" if " ILIKE " in sql else "cjk" if "m.cjk" in sql else "word"
+        for sql, _ in rendered.arms
+    ]
+    assert kinds == ["word", "cjk", "substring"]
+    assert rendered.pred.index(" ILIKE ") > rendered.pred.index("m.cjk @@")
+    assert rendered.pred.index(" ILIKE ") > rendered.pred.index("m.tsv @@")

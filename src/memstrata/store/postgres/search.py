@@ -175,17 +175,19 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
         query = f"(SELECT {query})"
         preds.append(f"m.tsv @@ {query}")
         params += qparams
-    trigram = _unquote(term.trigram) if term.trigram and substrings else None
-    if trigram is not None:
-        pattern = "%" + escape_like(trigram[0]) + "%"
-        preds.append(f"{_TEXT} ILIKE %s")
-        params.append(pattern)
     cjk = cjk_tsquery(term.cjk) if term.cjk else None
     if cjk is not None:
         # cjk is NULL for rows without CJK: the IS NOT NULL keeps the predicate two-valued,
         # or NOT (a term) would be NULL, not true, on every such row.
         preds.append("(m.cjk IS NOT NULL AND m.cjk @@ %s::tsquery)")
         params.append(cjk)
+    trigram = _unquote(term.trigram) if term.trigram and substrings else None
+    if trigram is not None:
+        # Last: a row the word or CJK arm finds is never tested for the substring (the
+        # costliest test, on the row's whole text), as OR stops at its first true arm.
+        pattern = "%" + escape_like(trigram[0]) + "%"
+        preds.append(f"{_TEXT} ILIKE %s")
+        params.append(pattern)
     if not preds:
         return TermSql(term, "FALSE")
     arms: list[tuple[str, list[Any]]] = []
