@@ -616,13 +616,39 @@ def _next_window(
     return int(min(max(needed * 1.25, WALK_WINDOW), window * 4, MAX_WALK - scanned))
 
 
+class Sampled:
+    """The tenant's sample and size (:func:`memstrata.store.postgres.ranking.sample`) for
+    the candidate searches of one transaction: read once when the transaction is a
+    snapshot (REPEATABLE READ, where a second read would find the same), for each
+    search otherwise. A query searches more than once when an explicit query finds too
+    little, a transcript is also read by its last turn, or expansions add subqueries."""
+
+    def __init__(self) -> None:
+        self.known: tuple[ranking.Sample, int] | None = None
+
+    def read(self, conn: Conn, ns: str) -> tuple[ranking.Sample, int]:
+        if conn.isolation_level != psycopg.IsolationLevel.REPEATABLE_READ:
+            return ranking.sample(conn, ns)
+        if self.known is None:
+            self.known = ranking.sample(conn, ns)
+        return self.known
+
+
 def collect_candidates(
-    conn: Conn, ns: str, compiled: CompiledQuery, filters: Filters, *, k: int, order: Order
+    conn: Conn,
+    ns: str,
+    compiled: CompiledQuery,
+    filters: Filters,
+    *,
+    k: int,
+    order: Order,
+    sampled: Sampled | None = None,
 ) -> list[Candidate]:
     """The rows matching ``compiled`` under ``filters``: ranked, or newest/oldest first.
 
     The work is bounded (:mod:`memstrata.store.postgres.bounds`): the query's terms are
     capped, few of them scan for substrings, and every statement has a timeout.
+    ``sampled``: the transaction's tenant sample, when it keeps one.
     """
     if compiled.tree is None:
         return []
@@ -631,7 +657,7 @@ def collect_candidates(
             if order != "rank":
                 return _collect(conn, ns, bound_query(compiled), filters, k=k, order=order)
             # Ranked: every term scores the candidates, the rarest find them.
-            stats, total = ranking.sample(conn, ns)
+            stats, total = (sampled or Sampled()).read(conn, ns)
             terms = list(dict.fromkeys(compiled.tree.positive_terms()))
             rarity = ranking.rarity(conn, terms, stats, TS_CONFIG, cjk_tsquery)
             bounded = bound_query(compiled, rarity=rarity)
@@ -846,11 +872,14 @@ class SearchRows(Transaction):
 
     conn: Conn
     ns: str
+    sampled: Sampled
 
     def candidates(
         self, compiled: CompiledQuery, filters: Filters, k: int, order: Order
     ) -> list[Candidate]:
-        return collect_candidates(self.conn, self.ns, compiled, filters, k=k, order=order)
+        return collect_candidates(
+            self.conn, self.ns, compiled, filters, k=k, order=order, sampled=self.sampled
+        )
 
     def written_between(
         self, spans: Sequence[tuple[float, float]], filters: Filters, k: int

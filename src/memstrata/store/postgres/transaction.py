@@ -14,7 +14,7 @@ import psycopg
 
 from memstrata.store.postgres.messages import MessageRows
 from memstrata.store.postgres.pgvector import ServerVectorRows, ServerVectors
-from memstrata.store.postgres.search import SearchRows
+from memstrata.store.postgres.search import Sampled, SearchRows
 from memstrata.store.postgres.sessions import SessionRows
 
 
@@ -33,3 +33,4 @@ class PostgresTransaction(ServerVectorRows, SessionRows, MessageRows, SearchRows
         self.ns = ns
         self.server_vectors = server_vectors
         self.inserted = 0
+        self.sampled = Sampled()
