@@ -234,6 +234,62 @@ def test_a_phrase_in_few_rows_is_ranked_without_its_probe(
     assert bool(probes) == (copies > 5)
 
 
+@pytest.mark.parametrize("copies", [12, 13, 30])
+def test_a_phrase_probe_walks_newest_first_only_as_far_as_the_page(
+    tmp_path: Path, copies: int
+) -> None:
+    """With ``head``, a phrase's probe walks its newest ``head`` rows newest first and the
+    rest from the oldest row up: the same exact count up to the probe, an estimate above
+    it, and the newest rows kept for the later steps."""
+    with _phrase_store(tmp_path / "s.db", copies) as s, s.read_conn() as conn:
+        total = int(conn.execute("SELECT max(id) FROM messages").fetchone()[0])
+        plain = ft.bm25.density_count(ft.bm25.Walks(conn), "messages_fts", '"auth api"', total, 12)
+        walks = ft.bm25.Walks(conn)
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        headed = ft.bm25.density_count(walks, "messages_fts", '"auth api"', total, 12, head=4)
+        kept = walks.newest("messages_fts", '"auth api"', 4)
+        conn.set_trace_callback(None)
+    if copies <= 12:
+        assert headed == plain == (float(copies), True)
+    else:
+        assert not headed[1] and not plain[1]
+        assert headed[0] == pytest.approx(copies, rel=0.5)
+    backwards = [x for x in seen if "rowid DESC" in x]
+    forwards = [x for x in seen if "rowid < " in x]
+    assert len(backwards) == 1 and "LIMIT 4" in backwards[0]
+    assert len(forwards) == 1 and "LIMIT 9" in forwards[0]  # 13 rows in all, 4 of them read
+    # The newest rows, newest first; the later step asked for them without a statement.
+    assert kept == list(range(copies, copies - 4, -1))
+    assert len([x for x in seen if "MATCH" in x]) == 2
+
+
+def test_a_common_lone_phrase_gives_the_page_the_full_probe_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the probe, a lone phrase's page (its newest matches, filters applied) is the
+    one the newest-first probe of every row gave."""
+    monkeypatch.setattr(ft, "COMMON_DF", 12)
+    monkeypatch.setattr(ft, "_rare_phrase", lambda *a, **kw: None)
+    with _phrase_store(tmp_path / "s.db", 30) as s:
+        with traced_reads(s) as statements:
+            pages = [_page(s, '"auth api"', offset=o) for o in (0, 5, 20)]
+            pages.append(_page(s, '"auth api"', role_filter="user"))
+        assert [x for x in statements if "rowid < " in x]
+        real = ft.bm25.density_count
+        monkeypatch.setattr(
+            ft.bm25,
+            "density_count",
+            lambda conn, table, match, newest, probe, head=None: real(
+                conn, table, match, newest, probe
+            ),
+        )
+        again = [_page(s, '"auth api"', offset=o) for o in (0, 5, 20)]
+        again.append(_page(s, '"auth api"', role_filter="user"))
+    assert pages == again
+    assert [mid for mid, _ in pages[0]] == list(range(30, 20, -1))
+
+
 def test_a_lone_phrase_reads_only_its_page_from_the_word_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
