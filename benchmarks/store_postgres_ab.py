@@ -337,6 +337,40 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def compact(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The timed searches for the JSON: per side, class and query, its rounds' times
+    (ms, rounded to 0.01), statements and probe times, and its page's length."""
+    out: dict[str, Any] = {}
+    for side, classes in runs.items():
+        out[side] = {}
+        for cls, items in classes.items():
+            per: dict[str, dict[str, Any]] = {}
+            for x in items:
+                q = per.setdefault(
+                    x["query"], {"ms": [], "statements": [], "probe_ms": [], "hits": x["hits"]}
+                )
+                q["ms"].append(round(x["ms"], 2))
+                q["statements"].append(x["statements"])
+                q["probe_ms"].append(round(x["probe_ms"], 2))
+            out[side][cls] = per
+    return out
+
+
+def to_json(raw: dict[str, Any]) -> str:
+    """``raw`` as indented JSON, each query's timed searches on one line."""
+    head = json.dumps({k: v for k, v in raw.items() if k != "runs"}, indent=1)
+    sides = []
+    for side, classes in raw["runs"].items():
+        blocks = []
+        for cls, per in classes.items():
+            lines = ",\n".join(
+                f"    {json.dumps(q, ensure_ascii=False)}: {json.dumps(v)}" for q, v in per.items()
+            )
+            blocks.append(f"   {json.dumps(cls)}: {{\n{lines}\n   }}")
+        sides.append(f"  {json.dumps(side)}: {{\n" + ",\n".join(blocks) + "\n  }")
+    return head[:-2] + ',\n "runs": {\n' + ",\n".join(sides) + "\n }\n}\n"
+
+
 def shown_command(argv: list[str]) -> str:
     """The command line for the report, with paths and the DSN's host left out."""
     shown: list[str] = []
@@ -515,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-        raw = {**report, "runs": result["runs"]}
-        args.out.with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n", "utf-8")
+        raw = {**report, "runs": compact(result["runs"])}
+        args.out.with_suffix(".json").write_text(to_json(raw), "utf-8")
         log(f"wrote {args.out} and {args.out.with_suffix('.json')}")
     return 0 if identical == compared and not result["differing"] else 1
 
