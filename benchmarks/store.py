@@ -30,6 +30,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shlex
 import shutil
 import sqlite3
 import statistics
@@ -506,6 +507,7 @@ def hermes_reference(source: Path) -> dict[str, Any]:
         "summary": top["hermes_summary"],
         "bytes": top["hermes_bytes"],
         "ours_summary": top["ours_summary"],
+        "build_seconds": top.get("hermes_build", {}).get("seconds"),
     }
 
 
@@ -1001,10 +1003,13 @@ def render(results: dict[str, Any]) -> str:
         hermes_summary, hermes_label = hermes_beside(size)
         if hermes_summary is not None and "hermes_summary" not in size:
             ref = size["hermes_reference"]
+            built = ref.get("build_seconds")
+            took = f"{built / 60:.0f} minutes" if built else "minutes"
             w(
-                f"Hermes was not built at {n:,} messages: its build at 1M took "
-                "10 minutes and grows faster than linearly (it merges its whole FTS index "
-                f"as it goes), past this run's budget. The Hermes columns are its figures "
+                f"Hermes was not built at {n:,} messages: its build at "
+                f"{ref['size']:,} took {took} and grows faster than linearly (it merges its "
+                "whole FTS index as it goes), past this run's budget. The Hermes columns are "
+                "its figures "
                 f"at {ref['size']:,} messages, the largest size it was measured at, from "
                 f"`{ref['source']}` ({ref['date']}, same machine kind); the ratio compares "
                 f"memstrata at {n:,} with Hermes at {ref['size']:,}.\n"
@@ -1333,7 +1338,8 @@ def display_command(argv: list[str]) -> str:
             shown.append(arg.split("=", 1)[0] + "=PATH")
         else:
             shown.append(arg)
-    return " ".join(["python benchmarks/store.py", *shown])
+    # Quoted as a shell would need it (a --note holds spaces).
+    return shlex.join(["python", "benchmarks/store.py", *shown])
 
 
 def write_results(results: dict[str, Any], out: Path, started: float, *, partial: bool) -> str:

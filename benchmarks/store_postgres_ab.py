@@ -44,6 +44,11 @@ from pathlib import Path
 from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from store import log, percentile  # noqa: E402  (the benchmarks' own helpers, by path)
+from store_ab import commit_of  # noqa: E402
+
 SRC = HERE.parent / "src"
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 DEFAULT_SCHEMA = "memstrata_ab"
@@ -72,21 +77,6 @@ CLASS_LABELS = {
 }
 # The probe statement of memstrata.store.postgres.search (both versions start it so).
 PROBE_PREFIX = "WITH s AS MATERIALIZED"
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100) of ``values``."""
-    data = sorted(values)
-    if not data:
-        return float("nan")
-    pos = (len(data) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
 def queries(classes: tuple[str, ...] = CLASSES) -> dict[str, list[str]]:
@@ -389,18 +379,6 @@ def shown_command(argv: list[str]) -> str:
         else:
             shown.append(arg)
     return shlex.join(["python", "benchmarks/store_postgres_ab.py", *shown]).replace("'", "")
-
-
-def commit_of(src: Path) -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def dirty(src: Path) -> bool:
