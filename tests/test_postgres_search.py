@@ -26,13 +26,10 @@ START = 1_767_225_600.0
 
 
 @pytest.fixture
-def pg() -> Iterator[PostgresSessionStore]:
-    namespace = f"t-search-{uuid.uuid4().hex[:12]}"
-    try:
-        with PostgresSessionStore(DSN, namespace=namespace) as store:
-            yield store
-    finally:
-        drop_namespace(namespace)
+def pg(namespace: str) -> Iterator[PostgresSessionStore]:
+    """A store on a fresh tenant (conftest's ``namespace``: its rows go after the test)."""
+    with PostgresSessionStore(DSN, namespace=namespace) as store:
+        yield store
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ own paths), and the shape of the statements that replaced others."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,6 @@ from psycopg._connection_base import BaseConnection  # noqa: E402
 from psycopg._cursor_base import BaseCursor  # noqa: E402
 
 from helpers import PG_DSN as DSN  # noqa: E402
-from helpers import drop_namespace  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -67,13 +65,10 @@ class Statements:
 
 
 @pytest.fixture
-def pg() -> Iterator[PostgresSessionStore]:
-    namespace = f"t-stmts-{uuid.uuid4().hex[:12]}"
-    try:
-        with PostgresSessionStore(DSN, namespace=namespace) as store:
-            yield store
-    finally:
-        drop_namespace(namespace)
+def pg(namespace: str) -> Iterator[PostgresSessionStore]:
+    """A store on a fresh tenant (conftest's ``namespace``: its rows go after the test)."""
+    with PostgresSessionStore(DSN, namespace=namespace) as store:
+        yield store
 
 
 def test_a_snapshot_begins_in_one_statement(
