@@ -431,3 +431,55 @@ def test_the_and_walk_stops_once_k_rows_hold_the_checked_terms(
             # Fewer matches than 2k: the walk says so (the caller then trusts the answer).
             few, walked = ft._newest_holding(conn, "word", '"kafka"', ["run"], filters, 40)
             assert walked == 30 and len(few) == 20
+
+
+def _many_terms_store(path: Path) -> SessionStore:
+    """300 rows of 1-6 words of 60 (English) or of 2-4 of 30 Chinese words, each word in
+    a few dozen rows, half of them assistant rows."""
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{i:02d}x" for i in range(60)]
+    zh = ["数据", "迁移", "集群", "备份", "周二", "结论", "讨论", "公园", "看花", "服务"]
+    zh += ["端口", "日志", "重启", "配置", "证书", "缓存", "索引", "队列", "分片", "副本"]
+    zh += ["延迟", "告警", "回滚", "发布", "灰度", "权限", "密钥", "网关", "限流", "熔断"]
+    s = SessionStore(path)
+    s.create_session("a", started_at=1.0)
+    messages = []
+    for i in range(300):
+        if i % 3 == 0:
+            text = "".join(rng.sample(zh, rng.randint(2, 4)))
+        else:
+            text = " ".join(rng.sample(words, rng.randint(1, 6)))
+        messages.append({"role": "user" if i % 2 else "assistant", "content": text})
+    s.append_messages("a", messages)
+    return s
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        " ".join(f"w{i:02d}x" for i in range(0, 60, 2)),
+        "数据迁移集群备份周二结论讨论公园看花服务端口日志重启配置证书缓存索引",
+    ],
+)
+def test_an_or_of_many_rare_terms_is_ranked_in_parts_as_one_or(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """A query of more rare terms than a part holds is scored as the sum of its parts'
+    bm25(), which is the whole OR's: the same rows in the same order, filters applied."""
+    monkeypatch.setattr(ft, "COMMON_DF", 60)  # every term is in fewer rows: rare
+    monkeypatch.setattr(ft, "_OR_PART", 4)
+    kinds: list[dict[str, object]] = [{}, {"role_filter": "user"}, {"offset": 5}]
+    with _many_terms_store(tmp_path / "s.db") as s:
+        with traced_reads(s) as statements:
+            parted = [_page(s, query, **kw) for kw in kinds]
+        assert [x for x in statements if "UNION ALL" in x]
+        monkeypatch.setattr(ft, "_OR_PART", 10**6)
+        with traced_reads(s) as statements:
+            whole = [_page(s, query, **kw) for kw in kinds]
+        assert not [x for x in statements if "UNION ALL" in x]
+    for got, want in zip(parted, whole, strict=True):
+        assert len(got) == 10
+        assert [mid for mid, _ in got] == [mid for mid, _ in want]
+        assert [score for _, score in got] == pytest.approx([score for _, score in want])

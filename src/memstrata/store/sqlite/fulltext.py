@@ -44,6 +44,9 @@ __all__ = [
 # A tool name is short and deliberate (a match there is strong evidence); tool-call
 # arguments are long JSON whose keys repeat in every call, so they count half.
 COLUMN_WEIGHTS = (1.0, 1.0, 0.5)
+# An OR of more rare terms than this (a pasted page of text) is ranked in parts of this
+# many terms (see _rare_candidates).
+_OR_PART = 64
 # In the "every common term" step, a term in more than this share of the rows is checked
 # on the text of the other terms' AND instead of being walked (see _holding_every).
 _AND_DENSE = 0.1
@@ -111,51 +114,82 @@ def _index_candidates(
 ) -> list[tuple[int, str, float, float]]:
     """Best k rows of one index as (id, session_id, timestamp, bm25)."""
     table = _TABLES[index]
-    where, params = filter_sql(filters)
-    match_sql, match_params = f"{table} MATCH ?", [match]
-    join_sessions = joined_sessions(filters)
     if order == "rank":
-        weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
-        # Rank inside the index first and join only its best rows: joining every match
-        # before sorting doubles the cost. Filters that drop more than half of those
-        # rows leave too few, and then the exact (joined) query runs instead, unless
-        # the index had no more matches than that (the count rides along, computed once
-        # from the materialised list): then the filtered list is already exact.
-        inner = (
-            f"SELECT rowid AS rid, bm25({table}{weights}) AS score FROM {table} "
-            f"WHERE {match_sql} ORDER BY score, rid DESC LIMIT ?"
-        )
-        fast = (
-            f"WITH f AS MATERIALIZED ({inner}) "
-            "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM f) "
-            f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
-            "ORDER BY f.score, m.id DESC"
-        )
-        scanned = 0
-        rows = []
-        for r in conn.execute(fast, [*match_params, 2 * k, *params]):
-            rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
-            scanned = int(r[4])
-        # With no row back the count is unknown (every row filtered, or no match at all):
-        # the exact query settles it.
-        complete = bool(rows) and scanned < 2 * k
-        if len(rows) >= k or complete or (not where and not join_sessions):
-            return rows[:k]
-        # Equal scores: the newer row first, as the final sort orders them.
-        score, order_by = f"bm25({table}{weights})", "score, m.id DESC"
-    else:
-        # Newest/oldest walk the index in rowid order, which FTS5 serves without sorting
-        # and stops after k rows (rowids grow with insertion; the page is then sorted by
-        # timestamp). No BM25 here: its first call counts every row of every term.
-        score, order_by = "0.0", f"{table}.rowid {'DESC' if order == 'newest' else 'ASC'}"
+        return _ranked_candidates(conn, _scored(index), [match], filters, k)
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    # Newest/oldest walk the index in rowid order, which FTS5 serves without sorting
+    # and stops after k rows (rowids grow with insertion; the page is then sorted by
+    # timestamp). No BM25 here: its first call counts every row of every term.
+    order_by = f"{table}.rowid {'DESC' if order == 'newest' else 'ASC'}"
     sql = (
-        f"SELECT m.id, m.session_id, m.timestamp, {score} AS score "
+        f"SELECT m.id, m.session_id, m.timestamp, 0.0 AS score "
         f"FROM {table} JOIN messages m ON m.id = {table}.rowid{join_sessions} "
-        f"WHERE {match_sql}{where} ORDER BY {order_by} LIMIT ?"
+        f"WHERE {table} MATCH ?{where} ORDER BY {order_by} LIMIT ?"
     )
     return [
         (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
-        for r in conn.execute(sql, [*match_params, *params, k])
+        for r in conn.execute(sql, [match, *params, k])
+    ]
+
+
+def _scored(index: Index) -> str:
+    """The SELECT of ``rid, score`` (bm25) of one index's rows matching a MATCH parameter."""
+    table = _TABLES[index]
+    return (
+        f"SELECT rowid AS rid, bm25({table}{_weights(index)}) AS score FROM {table} "
+        f"WHERE {table} MATCH ?"
+    )
+
+
+def _weights(index: Index) -> str:
+    # The bm25() arguments after the table: column weights (the bigram index has one column).
+    return "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
+
+
+def _ranked_candidates(
+    conn: sqlite3.Connection,
+    scored: str,
+    scored_params: Sequence[Any],
+    filters: Filters,
+    k: int,
+) -> list[tuple[int, str, float, float]]:
+    """The best k rows of ``scored`` (a SELECT of ``rid, score``, bm25's sign) that pass
+    ``filters``, as (id, session_id, timestamp, score); equal scores: the newer row first,
+    as the final sort orders them.
+
+    Rank inside the index first and join only its best rows: joining every match before
+    sorting doubles the cost. Filters that drop more than half of those rows leave too
+    few, and then the exact (joined) query runs instead, unless the index had no more
+    matches than that (the count rides along, computed once from the materialised
+    list): then the filtered list is already exact.
+    """
+    where, params = filter_sql(filters)
+    join_sessions = joined_sessions(filters)
+    fast = (
+        f"WITH f AS MATERIALIZED ({scored} ORDER BY score, rid DESC LIMIT ?) "
+        "SELECT m.id, m.session_id, m.timestamp, f.score, (SELECT count(*) FROM f) "
+        f"FROM f JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
+        "ORDER BY f.score, m.id DESC"
+    )
+    scanned = 0
+    rows = []
+    for r in conn.execute(fast, [*scored_params, 2 * k, *params]):
+        rows.append((int(r[0]), str(r[1]), float(r[2]), float(r[3])))
+        scanned = int(r[4])
+    # With no row back the count is unknown (every row filtered, or no match at all):
+    # the exact query settles it.
+    complete = bool(rows) and scanned < 2 * k
+    if len(rows) >= k or complete or (not where and not join_sessions):
+        return rows[:k]
+    exact = (
+        f"SELECT m.id, m.session_id, m.timestamp, f.score FROM ({scored}) f "
+        f"JOIN messages m ON m.id = f.rid{join_sessions} WHERE 1{where} "
+        "ORDER BY f.score, m.id DESC LIMIT ?"
+    )
+    return [
+        (int(r[0]), str(r[1]), float(r[2]), float(r[3]))
+        for r in conn.execute(exact, [*scored_params, *params, k])
     ]
 
 
@@ -191,11 +225,10 @@ def _rare_phrase(
         for w in words
     ):
         return None
-    weights = "" if index == "cjk" else ", " + ", ".join(str(w) for w in COLUMN_WEIGHTS)
     ranked = [
         (int(r[0]), float(r[1]))
         for r in walks.conn.execute(
-            f"SELECT rowid, bm25({table}{weights}) AS score FROM {table} "
+            f"SELECT rowid, bm25({table}{_weights(index)}) AS score FROM {table} "
             f"WHERE {table} MATCH ? ORDER BY score, rowid DESC LIMIT ?",
             (leaf, COMMON_DF + 1),
         )
@@ -332,8 +365,8 @@ def _bounded_candidates(
         else:
             common.append((leaf, term, df))
     if not common:
-        return _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank")
-    rows = _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank") if rare else []
+        return _rare_candidates(conn, index, rare, filters, k)
+    rows = _rare_candidates(conn, index, rare, filters, k) if rare else []
     everything = frozenset(range(len(common)))
     # Row id -> indexes (into ``common``) of the terms it is known to hold.
     present: dict[int, frozenset[int]] = {}
@@ -383,6 +416,28 @@ def _bounded_candidates(
             bonus = sum(idf for i, (_, idf) in enumerate(weights) if i in held)
         out.append((mid, sid, ts, bm - bonus))
     return out
+
+
+def _rare_candidates(
+    conn: sqlite3.Connection, index: Index, rare: Sequence[str], filters: Filters, k: int
+) -> list[tuple[int, str, float, float]]:
+    """The best k rows of the OR of ``rare`` by bm25(), the OR ranked in parts of
+    _OR_PART terms when it has more.
+
+    FTS5 works each row of an OR once per phrase of the query, to merge the doclists and
+    again to list the row's matches for bm25(), so a pasted page of Chinese (950 rare
+    bigrams over 30,000 rows of a million messages) costs rows x phrases: 0.3 s in one
+    OR. bm25() of an OR is a sum over its phrases, each scored on its own (its IDF from
+    its own row count, the row's length from the index), so the sum of the parts'
+    scores is the whole query's score, and each part pays only for its own terms. The
+    terms are rare (at most COMMON_DF rows each), which bounds the rows summed.
+    """
+    if len(rare) <= _OR_PART:
+        return _index_candidates(conn, index, " OR ".join(rare), filters, k, "rank")
+    parts = [" OR ".join(rare[i : i + _OR_PART]) for i in range(0, len(rare), _OR_PART)]
+    union = " UNION ALL ".join(_scored(index) for _ in parts)
+    scored = f"SELECT rid, sum(score) AS score FROM ({union}) GROUP BY rid"
+    return _ranked_candidates(conn, scored, parts, filters, k)
 
 
 def _holding_every(
