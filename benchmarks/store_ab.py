@@ -123,8 +123,23 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# Pasted pages of text (benchmarks/pg_query_bounds.py's two shapes), ten of each: a
+# query of hundreds of terms, where the corpus classes have a few.
+PASTED = ("pasted_cjk", "pasted_code")
+
+
+def class_queries(cls: str) -> list[str]:
+    """The queries of one class: the corpus's, or ten pasted pages for a PASTED class."""
+    if cls not in PASTED:
+        return corpus.queries()[cls]
+    import pg_query_bounds  # only these classes need it
+
+    make = pg_query_bounds.cjk_query if cls == "pasted_cjk" else pg_query_bounds.code_query
+    return [make(corpus.SEED + i) for i in range(10)]
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    queries = {c: corpus.queries()[c] for c in args.classes.split(",")}
+    queries = {c: class_queries(c) for c in args.classes.split(",")}
     ours_db = args.db_dir / f"memstrata-{args.size}-bulk.db"
     hermes_db = args.db_dir / f"hermes-{args.size}.db"
     for db in (ours_db, *([hermes_db] if args.hermes_python else [])):
@@ -202,7 +217,9 @@ def recall_rows(path: Path) -> list[str]:
 def render(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = [
-        "# Phrase search at 1M messages: before and after, beside Hermes Agent 0.19.0",
+        f"# Search at {results['size']:,} messages ({', '.join(results['classes'])}): "
+        "before and after"
+        + (", beside Hermes Agent 0.19.0" if results["summary"].get("hermes") else ""),
         "",
         f"Produced by `{meta['command']}` on {meta['date']}.",
         "",
@@ -218,7 +235,8 @@ def render(results: dict[str, Any]) -> str:
         "search one after the other, each in a fresh process, on the same database files "
         f"({results['size']:,} messages, built by `benchmarks/store.py --build bulk`). "
         f"Each query ran {results['repeats']} times per round; its figure is the median of "
-        "all its runs; p50/p95 are over the class's 40 queries, in milliseconds "
+        "all its runs; p50/p95 are over the class's queries (40 of each corpus class, "
+        "10 pasted pages of each pasted class), in milliseconds "
         f"(`search_messages(query, limit={LIMIT})`).",
         "",
         "| class | before p50 | before p95 | after p50 | after p95 | after/before p95 "
@@ -295,7 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline-label", help="its commit, when --baseline-src is not in a git checkout"
     )
     parser.add_argument("--size", type=int, default=1_000_000)
-    parser.add_argument("--classes", default="phrase", help="query classes, comma-separated")
+    parser.add_argument(
+        "--classes",
+        default="phrase",
+        help=f"query classes, comma-separated (corpus classes, or {', '.join(PASTED)})",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--hermes-python", default=os.environ.get("MEMSTRATA_HERMES_PYTHON"))
