@@ -501,7 +501,7 @@ def plans(dsn: str, namespace: str, queries: dict[str, list[str]]) -> dict[str, 
     store = open_store("postgres", dsn, namespace)
     try:
         store.search_messages("warmup", limit=20)
-        psycopg.Connection.execute = explained  # type: ignore[method-assign]
+        psycopg.Connection.execute = explained  # type: ignore[method-assign,assignment]
         try:
             for cls, qs in queries.items():
                 seen.clear()
