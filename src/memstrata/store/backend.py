@@ -265,9 +265,10 @@ class Transaction(abc.ABC):
     # -- messages ------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
-        """Insert live rows (validated and encoded) and add them to the session's
-        counters (``message_count``, ``tool_call_count``, ``last_active``); their ids."""
+    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int] | None:
+        """Insert live rows (at least one, validated and encoded) and add them to the
+        session's counters (``message_count``, ``tool_call_count``, ``last_active``);
+        their ids, or None when the session does not exist (nothing written)."""
 
     @abc.abstractmethod
     def messages(self, session_id: str, *, include_inactive: bool) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from memstrata.store import lineage, listing, titles
 from memstrata.store.backend import HIDDEN_KINDS, ListingFilter, Transaction
 from memstrata.store.codec import (
     TOKEN_COLUMNS,
+    MessageValues,
     decode_model_config,
     message_values,
     prune_cutoff,
@@ -216,6 +217,19 @@ class BaseSessionStore(Closing, abc.ABC):
     def _require(tx: Transaction, session_id: str, *, lock: bool = False) -> None:
         if not tx.session_exists(session_id, lock=lock):
             raise not_found(session_id)
+
+    @classmethod
+    def _insert(cls, tx: Transaction, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+        """Insert ``rows`` into the session; not_found when there is none. The backend
+        learns it from the statement that counts the rows (on a server, one round trip
+        less per append than asking first)."""
+        if not rows:
+            cls._require(tx, session_id)
+            return []
+        ids = tx.insert_messages(session_id, rows)
+        if ids is None:
+            raise not_found(session_id)
+        return ids
 
     def end_session(
         self, session_id: str, end_reason: str, *, ended_at: float | None = None
@@ -638,8 +652,7 @@ class BaseSessionStore(Closing, abc.ABC):
         # Validated and encoded before the transaction: a bad message costs no lock.
         rows = [message_values(m, i) for i, m in enumerate(messages)]
         with self._transaction(write=True) as tx:
-            self._require(tx, session_id)
-            return tx.insert_messages(session_id, rows) if rows else []
+            return self._insert(tx, session_id, rows)
 
     def get_messages(self, session_id: str, *, include_inactive: bool = False) -> list[MessageRow]:
         """The session's live messages ordered by id (archived ones too if asked)."""
@@ -717,7 +730,7 @@ class BaseSessionStore(Closing, abc.ABC):
         with self._transaction(write=True) as tx:
             self._require(tx, session_id, lock=True)
             tx.archive_messages(session_id, None, True)
-            ids = tx.insert_messages(session_id, rows) if rows else []
+            ids = self._insert(tx, session_id, rows)
             tx.recount(session_id)
             return ids
 
@@ -736,7 +749,7 @@ class BaseSessionStore(Closing, abc.ABC):
         with self._transaction(write=True) as tx:
             self._require(tx, session_id, lock=True)
             tx.delete_session_messages(session_id, active_only=active_only)
-            ids = tx.insert_messages(session_id, rows) if rows else []
+            ids = self._insert(tx, session_id, rows)
             tx.recount(session_id)
             return ids
 

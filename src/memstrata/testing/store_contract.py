@@ -89,6 +89,19 @@ class StoreContractSuite:
         _raises(SessionNotFoundError, lambda: store.append_message("nope", "user", "hi"))
         _raises(SessionNotFoundError, lambda: store.end_session("nope", "done"))
         _raises(SessionNotFoundError, lambda: store.resolve_session_id("nope"))
+        turn = [
+            {"role": "user", "content": "zqxorphan one"},
+            {"role": "assistant", "content": "two"},
+        ]
+        _raises(SessionNotFoundError, lambda: store.append_messages("nope", turn))
+        _raises(SessionNotFoundError, lambda: store.append_messages("nope", []))
+        # Nothing of the refused turn was written.
+        assert store.get_messages("nope", include_inactive=True) == []
+        assert store.search_messages("zqxorphan") == []
+        store.create_session("s1")
+        assert len(store.append_messages("s1", turn)) == 2
+        row = store.get_session("s1")
+        assert row is not None and row["message_count"] == 2
 
     def test_bad_arguments_are_refused_with_the_store_error(self, store: Store) -> None:
         store.create_session("s1")

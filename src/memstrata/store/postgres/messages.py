@@ -114,7 +114,19 @@ class MessageRows(Transaction):
     # Messages inserted so far: the store's own statistics keeper counts them.
     inserted: int
 
-    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int] | None:
+        newest = max(v.timestamp for v in rows)
+        # The counters first: the same statement says whether the session exists, so an
+        # append costs no separate existence check (a round trip).
+        counted = self.conn.execute(
+            "UPDATE sessions SET message_count = message_count + %s, "
+            "tool_call_count = tool_call_count + %s, "
+            "last_active = GREATEST(COALESCE(last_active, %s), %s) "
+            "WHERE namespace = %s AND id = %s RETURNING 1",
+            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, self.ns, session_id),
+        ).fetchone()
+        if counted is None:
+            return None  # no such session: nothing written
         params: list[Any] = []
         for v in rows:
             params.extend(_row(self.ns, session_id, v))
@@ -127,14 +139,6 @@ class MessageRows(Transaction):
         )
         ids = [int(r["id"]) for r in cursor.fetchall()]
         self.inserted += len(ids)
-        newest = max(v.timestamp for v in rows)
-        self.conn.execute(
-            "UPDATE sessions SET message_count = message_count + %s, "
-            "tool_call_count = tool_call_count + %s, "
-            "last_active = GREATEST(COALESCE(last_active, %s), %s) "
-            "WHERE namespace = %s AND id = %s",
-            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, self.ns, session_id),
-        )
         return ids
 
     def messages(self, session_id: str, *, include_inactive: bool) -> list[dict[str, Any]]:

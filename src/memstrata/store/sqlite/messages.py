@@ -48,7 +48,16 @@ class MessageRows(Transaction):
 
     conn: sqlite3.Connection
 
-    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+    def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int] | None:
+        newest = max(v.timestamp for v in rows)
+        counted = self.conn.execute(
+            "UPDATE sessions SET message_count = message_count + ?, "
+            "tool_call_count = tool_call_count + ?, "
+            "last_active = max(COALESCE(last_active, ?), ?) WHERE id = ?",
+            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, session_id),
+        )
+        if counted.rowcount == 0:
+            return None  # no such session: nothing written
         ids: list[int] = []
         for v in rows:
             cursor = self.conn.execute(
@@ -68,13 +77,6 @@ class MessageRows(Transaction):
                 ),
             )
             ids.append(int(cursor.lastrowid or 0))
-        newest = max(v.timestamp for v in rows)
-        self.conn.execute(
-            "UPDATE sessions SET message_count = message_count + ?, "
-            "tool_call_count = tool_call_count + ?, "
-            "last_active = max(COALESCE(last_active, ?), ?) WHERE id = ?",
-            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, session_id),
-        )
         return ids
 
     def messages(self, session_id: str, *, include_inactive: bool) -> list[dict[str, Any]]:
