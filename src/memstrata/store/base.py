@@ -218,13 +218,12 @@ class BaseSessionStore(Closing, abc.ABC):
         if not tx.session_exists(session_id, lock=lock):
             raise not_found(session_id)
 
-    @classmethod
-    def _insert(cls, tx: Transaction, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
-        """Insert ``rows`` into the session; not_found when there is none. The backend
-        learns it from the statement that counts the rows (on a server, one round trip
-        less per append than asking first)."""
+    @staticmethod
+    def _insert(tx: Transaction, session_id: str, rows: Sequence[MessageValues]) -> list[int]:
+        """Insert ``rows`` (none: nothing to do) into the session; not_found when there is
+        none. The backend learns it from the statement that counts the rows (on a
+        server, one round trip less per append than asking first)."""
         if not rows:
-            cls._require(tx, session_id)
             return []
         ids = tx.insert_messages(session_id, rows)
         if ids is None:
@@ -652,6 +651,8 @@ class BaseSessionStore(Closing, abc.ABC):
         # Validated and encoded before the transaction: a bad message costs no lock.
         rows = [message_values(m, i) for i, m in enumerate(messages)]
         with self._transaction(write=True) as tx:
+            if not rows:
+                self._require(tx, session_id)  # nothing to insert says nothing of it
             return self._insert(tx, session_id, rows)
 
     def get_messages(self, session_id: str, *, include_inactive: bool = False) -> list[MessageRow]:

@@ -228,8 +228,7 @@ def _rare_phrase(
     ranked = [
         (int(r[0]), float(r[1]))
         for r in walks.conn.execute(
-            f"SELECT rowid, bm25({table}{_weights(index)}) AS score FROM {table} "
-            f"WHERE {table} MATCH ? ORDER BY score, rowid DESC LIMIT ?",
+            f"{_scored(index)} ORDER BY score, rid DESC LIMIT ?",
             (leaf, COMMON_DF + 1),
         )
     ]
