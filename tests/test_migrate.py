@@ -17,6 +17,7 @@ from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
 from memstrata.ops.migrate import migrate_home  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
+from memstrata.store.postgres.schema import tokens_sql, word_vector  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -114,6 +115,20 @@ def messages_of(store: Any, sid: str) -> list[dict[str, Any]]:
     ]
 
 
+def token_counts(namespace: str) -> dict[str, int]:
+    """How many rows of ``namespace`` hold the token counts their vectors have."""
+    with psycopg.connect(DSN) as conn:
+        row = conn.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE tsv_tokens = {tokens_sql('tsv')}), "
+            f"count(*) FILTER (WHERE cjk_tokens = {tokens_sql('cjk')}), "
+            f"count(*) FILTER (WHERE tsv = {word_vector()}) "
+            "FROM messages WHERE namespace = %s",
+            (namespace,),
+        ).fetchone()
+    assert row is not None
+    return {"rows": row[0], "word": row[1], "cjk": row[2], "vector": row[3]}
+
+
 def test_cli_copies_everything_and_verifies_counts(memstrata_home: Path, namespace: str) -> None:
     build_home(memstrata_home)
     result = CliRunner().invoke(
@@ -148,6 +163,8 @@ def test_cli_copies_everything_and_verifies_counts(memstrata_home: Path, namespa
         assert {h["session_id"] for h in pg.search_messages("youer")} == {"root"}
         flamingo = pg.search_messages("flamingo", limit=20)
         assert len(flamingo) == 5  # the rewound row stays hidden
+    # Each copied row carries its word vector and lengths in tokens, as the store writes them.
+    assert token_counts(namespace) == {"rows": 12, "word": 12, "cjk": 1, "vector": 12}
     with PostgresMemory(DSN, namespace=namespace) as pg_memory:
         files = FileMemory(memstrata_home)
         assert pg_memory.entries("memory") == files.entries("memory")

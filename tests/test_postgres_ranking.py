@@ -22,6 +22,7 @@ from helpers import PG_DSN as DSN  # noqa: E402
 from helpers import drop_namespace  # noqa: E402
 from memstrata.store import bm25  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore, ranking  # noqa: E402
+from memstrata.store.postgres.schema import tokens_sql, word_vector  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 ROWS = [
@@ -115,6 +116,49 @@ def test_postgres_scores_equal_sqlites(pair: tuple[SessionStore, PostgresSession
         assert want and got.keys() == want.keys(), query
         for rid, score in want.items():
             assert got[rid] == pytest.approx(score, abs=1e-6), (query, rid)
+
+
+@pytest.mark.postgres
+def test_a_rows_lengths_are_written_with_it_and_read_by_ranking(
+    pair: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    _, pg = pair
+    # Past PostgreSQL's bounds too: a lexeme's 257th position, a token past 16383.
+    edge = [
+        "数据" * 300,
+        "boat " * 300,
+        "迁移数据库 " + "word " * 17_000 + "迁移",
+        "",
+    ]
+    fill(pg, ROWS + edge)
+    with psycopg.connect(DSN) as conn:
+        rows = conn.execute(
+            f"SELECT tsv_tokens, {tokens_sql('tsv')} AS w, "
+            f"cjk_tokens, {tokens_sql('cjk')} AS c, tsv = {word_vector()} AS same "
+            "FROM messages WHERE namespace = %s",
+            (pg.namespace,),
+        ).fetchall()
+    assert len(rows) == len(ROWS) + len(edge)
+    assert all(r[0] == r[1] and r[2] == r[3] and r[4] for r in rows), rows
+    assert sum(r[2] is not None for r in rows) == 6  # the rows with CJK
+    queries = [*QUERIES, "boat", "数据", "迁移 word"]
+    written = {q: scores(pg, q) for q in queries}
+    assert all(written.values())
+
+    def counted(sql: str) -> dict[str, dict[int, float]]:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(sql, (pg.namespace,))
+        return {q: scores(pg, q) for q in queries}
+
+    # Rows written before the counts existed (NULL) are counted from their vectors.
+    assert (
+        counted("UPDATE messages SET tsv_tokens = NULL, cjk_tokens = NULL WHERE namespace = %s")
+        == written
+    )
+    # And the stored counts are what ranking reads: wrong ones change the scores.
+    assert counted("UPDATE messages SET tsv_tokens = 1, cjk_tokens = 1 WHERE namespace = %s") != (
+        written
+    )
 
 
 @pytest.mark.postgres

@@ -38,6 +38,7 @@ from memstrata.query.compile import compile_query  # noqa: E402
 from memstrata.query.filters import make_filters  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore, ranking, schema  # noqa: E402
 from memstrata.store.postgres import search as pg_search  # noqa: E402
+from memstrata.store.postgres.messages import cjk_vector  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -532,6 +533,60 @@ def test_gin_pending_lists_are_small(pg: PostgresSessionStore) -> None:
     }
     for r in rows:
         assert f"gin_pending_list_limit={schema.GIN_PENDING_LIST_KB}" in (r["opts"] or []), r
+
+
+def test_rows_written_before_m006_stay_found_beside_new_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """m006: tsv stops being generated and rows carry their lengths in tokens; a database
+    written by the schema before keeps its rows, searchable and ranked as before."""
+    name = f"mst_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    dsn = psycopg.conninfo.make_conninfo(DSN, options=f"-csearch_path={name},public")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            upto = next(i for i, (n, _) in enumerate(schema.MIGRATIONS) if n.startswith("m006"))
+            monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:upto])
+            schema.migrate(conn)
+            monkeypatch.undo()
+            conn.execute("INSERT INTO sessions (namespace, id, started_at) VALUES ('n', 'old', 1)")
+            conn.execute(
+                "INSERT INTO messages (namespace, session_id, role, content, timestamp, cjk) "
+                "VALUES ('n', 'old', 'user', 'the heron nests by the lake', 2, NULL), "
+                "('n', 'old', 'user', '数据库迁移到新的集群', 3, %s::tsvector)",
+                (cjk_vector("数据库迁移到新的集群", None, None),),
+            )
+        with PostgresSessionStore(dsn, namespace="n") as store:
+            store.create_session("new")
+            store.append_messages(
+                "new",
+                [
+                    {"role": "user", "content": "a heron again, by the river"},
+                    {"role": "user", "content": "数据库迁移完成了"},
+                ],
+            )
+            assert {h["session_id"] for h in store.search_messages("heron")} == {"old", "new"}
+            assert {h["session_id"] for h in store.search_messages("数据库迁移")} == {"old", "new"}
+            with store.connection() as conn:
+                rows = conn.execute(
+                    f"SELECT session_id, tsv = {schema.word_vector()} AS same, tsv_tokens, "
+                    f"{schema.tokens_sql('tsv')} AS counted, cjk_tokens, "
+                    f"{schema.tokens_sql('cjk')} AS cjk_counted FROM messages ORDER BY id"
+                ).fetchall()
+                generated = conn.execute(
+                    "SELECT attgenerated FROM pg_attribute "
+                    "WHERE attrelid = 'messages'::regclass AND attname = 'tsv'"
+                ).fetchone()
+        assert generated == {"attgenerated": ""}
+        assert [r["same"] for r in rows] == [True] * 4
+        # Old rows read NULL (ranking counts them from the vector); new ones their counts.
+        assert [r["tsv_tokens"] for r in rows[:2]] == [None, None]
+        assert [r["tsv_tokens"] for r in rows[2:]] == [r["counted"] for r in rows[2:]]
+        assert rows[3]["cjk_tokens"] == rows[3]["cjk_counted"] > 0
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

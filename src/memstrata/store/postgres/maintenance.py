@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from memstrata.query.cjk import CJK_RUN
-from memstrata.store.postgres.messages import cjk_vector
+from memstrata.store.postgres.messages import cjk_row
 from memstrata.store.postgres.schema import SEARCH_INDEXES
 
 if TYPE_CHECKING:
@@ -87,9 +87,9 @@ def reindex(db: Database, ns: str, progress: Progress | None = None) -> dict[str
                 break
             with conn.cursor() as cur:
                 cur.executemany(
-                    "UPDATE messages SET cjk = %s::tsvector WHERE id = %s",
+                    "UPDATE messages SET cjk = %s::tsvector, cjk_tokens = %s WHERE id = %s",
                     [
-                        (cjk_vector(r["content"], r["tool_name"], r["tool_calls"]), r["id"])
+                        (*cjk_row(r["content"], r["tool_name"], r["tool_calls"]), r["id"])
                         for r in rows
                     ],
                 )
@@ -98,7 +98,7 @@ def reindex(db: Database, ns: str, progress: Progress | None = None) -> dict[str
         if progress is not None:
             progress("messages_fts_cjk", done, total)
     with db.connection() as conn:
-        cjk_row = conn.execute(
+        cjk_count = conn.execute(
             "SELECT count(*) AS n FROM messages WHERE namespace = %s AND cjk IS NOT NULL", (ns,)
         ).fetchone()
     for stage in ("messages_fts", "messages_fts_trigram"):
@@ -107,7 +107,7 @@ def reindex(db: Database, ns: str, progress: Progress | None = None) -> dict[str
     return {
         "messages_fts": total,
         "messages_fts_trigram": total,
-        "messages_fts_cjk": int(cjk_row["n"]) if cjk_row else 0,
+        "messages_fts_cjk": int(cjk_count["n"]) if cjk_count else 0,
     }
 
 

@@ -1,8 +1,8 @@
 """PostgreSQL primitives over the ``messages`` table: insert, read, archive, delete, vectors.
 
-The word and trigram indexes follow the row by themselves (a generated column and an
-expression index); the CJK bigram column is computed here, with the row, from the same
-text. Every statement is scoped to the transaction's tenant.
+The trigram index follows the row by itself (an expression index); the word and CJK
+vectors and their lengths in tokens are written here, with the row, from the same text.
+Every statement is scoped to the transaction's tenant.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ from memstrata.store.postgres.codec import (
     sqlite_form,
     to_pg_content,
 )
+from memstrata.store.postgres.schema import word_vector
 from memstrata.store.postgres.sessions import DIALECT
 
 Conn = psycopg.Connection[Any]
 MAX_POSITION = 16383
+# PostgreSQL keeps a lexeme's first 256 positions (MAXNUMPOS).
+MAX_POSITIONS = 256
 
 _INSERT_COLUMNS = (
     "namespace, session_id, role, content, tool_call_id, tool_calls, tool_name, "
@@ -47,17 +50,25 @@ def cjk_vector(content: str | None, tool_name: str | None, tool_calls: str | Non
     each with its positions, so a CJK word is matched as a phrase of its bigrams
     (``<->``) exactly as the SQLite bigram index matches it.
     """
+    return cjk_row(content, tool_name, tool_calls)[0]
+
+
+def cjk_row(
+    content: str | None, tool_name: str | None, tool_calls: str | None
+) -> tuple[str | None, int | None]:
+    """:func:`cjk_vector` and its length in tokens as the server counts the vector
+    (``schema.tokens_sql``): each lexeme's distinct positions, at most MAX_POSITIONS."""
     terms = cjk_terms(content, tool_name, tool_calls)
     if not terms:
-        return None
-    positions: dict[str, list[int]] = {}
+        return None, None
+    positions: dict[str, dict[int, None]] = {}
     for pos, token in enumerate(terms.split(), start=1):
         # PostgreSQL positions stop at 16383; later tokens share the last one.
-        positions.setdefault(token.lower(), []).append(min(pos, MAX_POSITION))
-    return " ".join(
-        f"{quote_lexeme(tok)}:{','.join(str(p) for p in dict.fromkeys(ps))}"
-        for tok, ps in positions.items()
+        positions.setdefault(token.lower(), {})[min(pos, MAX_POSITION)] = None
+    vector = " ".join(
+        f"{quote_lexeme(tok)}:{','.join(str(p) for p in ps)}" for tok, ps in positions.items()
     )
+    return vector, sum(min(len(ps), MAX_POSITIONS) for ps in positions.values())
 
 
 def quote_lexeme(token: str) -> str:
@@ -67,7 +78,21 @@ def quote_lexeme(token: str) -> str:
 
 # Rows recall may show: live and compaction-archived ones, not rewound ones.
 _SHOWN = "(m.active = 1 OR m.compacted = 1)"
-_INSERT_ROW = "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector)"
+# Typed, as the rows are read from a VALUES list (a column of NULLs alone would be text).
+_INSERT_ROW = (
+    "(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
+    "%s::double precision, %s::bigint, %s::text, %s::text, %s::text, %s::tsvector, %s::integer)"
+)
+# Each row with its word vector and its lengths in tokens (m006): the CJK length counted
+# here, the word vector made once per row (OFFSET 0 keeps the planner from copying its
+# expression into each use) and counted by the server.
+_INSERT = (
+    f"INSERT INTO messages ({_INSERT_COLUMNS}, cjk_tokens, tsv, tsv_tokens) "
+    "SELECT v.*, w.tsv, memstrata_tokens(w.tsv) FROM (VALUES {rows}) "
+    f"AS v({_INSERT_COLUMNS}, cjk_tokens) "
+    f"CROSS JOIN LATERAL (SELECT {word_vector('v.content', 'v.tool_name', 'v.tool_calls')} "
+    "AS tsv OFFSET 0) AS w RETURNING id"
+)
 
 
 def _row(ns: str, session_id: str, v: MessageValues) -> list[Any]:
@@ -87,7 +112,7 @@ def _row(ns: str, session_id: str, v: MessageValues) -> list[Any]:
         pg_text(v.finish_reason),
         pg_text(v.reasoning),
         to_pg_content(v.api_content),
-        cjk_vector(content, tool, calls),
+        *cjk_row(content, tool, calls),
     ]
 
 
@@ -131,12 +156,8 @@ class MessageRows(Transaction):
         for v in rows:
             params.extend(_row(self.ns, session_id, v))
         # One statement for the whole turn; RETURNING keeps the order of VALUES.
-        cursor = self.conn.execute(
-            f"INSERT INTO messages ({_INSERT_COLUMNS}) VALUES "
-            + ", ".join([_INSERT_ROW] * len(rows))
-            + " RETURNING id",
-            params,
-        )
+        values = ", ".join([_INSERT_ROW] * len(rows))
+        cursor = self.conn.execute(_INSERT.format(rows=values), params)
         ids = [int(r["id"]) for r in cursor.fetchall()]
         self.inserted += len(ids)
         return ids
