@@ -361,7 +361,7 @@ def to_json(raw: dict[str, Any]) -> str:
     return head[:-2] + ',\n "runs": {\n' + ",\n".join(sides) + "\n }\n}\n"
 
 
-def shown_command(argv: list[str]) -> str:
+def shown_command(argv: list[str], script: str = "benchmarks/store_postgres_ab.py") -> str:
     """The command line for the report, with paths and the DSN's host left out."""
     shown: list[str] = []
     hide_next = False
@@ -378,7 +378,7 @@ def shown_command(argv: list[str]) -> str:
             shown.append("--dsn=DSN")
         else:
             shown.append(arg)
-    return shlex.join(["python", "benchmarks/store_postgres_ab.py", *shown]).replace("'", "")
+    return shlex.join(["python", script, *shown]).replace("'", "")
 
 
 def dirty(src: Path) -> bool:

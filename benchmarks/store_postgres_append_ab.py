@@ -105,10 +105,10 @@ def render(
 ) -> str:
     before, after = commit_of(sides["before"]), commit_of(sides["after"])
     med = {side: statistics.median(r) for side, r in rates.items()}
-    shown = shown_command(sys.argv[1:])
+    shown = shown_command(sys.argv[1:], "benchmarks/store_postgres_append_ab.py")
     lines = [
         f"# PostgreSQL append A/B: before {before} → after {after}\n",
-        f"`python benchmarks/store_postgres_append_ab.py {shown}`\n",
+        f"`{shown}`\n",
         f"{args.clients} client processes per side, each appending its share of "
         f"{args.messages:,} messages turn by turn into sessions of its own; "
         f"{args.rounds} rounds, the side going first alternating; each side in its own "
