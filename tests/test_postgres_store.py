@@ -535,6 +535,27 @@ def test_gin_pending_lists_are_small(pg: PostgresSessionStore) -> None:
         assert f"gin_pending_list_limit={schema.GIN_PENDING_LIST_KB}" in (r["opts"] or []), r
 
 
+def test_m006_names_the_server_version_it_needs() -> None:
+    """An older server than PostgreSQL 13 is refused before anything changes."""
+
+    class Info:
+        server_version = 120017
+
+    class Conn:
+        info = Info()
+
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def execute(self, sql: str, *args: Any) -> None:
+            self.sent.append(sql)
+
+    conn = Conn()
+    with pytest.raises(SchemaError, match="PostgreSQL 13 or newer; this server is version 12"):
+        schema.m006_token_counts(conn)  # type: ignore[arg-type]
+    assert conn.sent == []
+
+
 def test_rows_written_before_m006_stay_found_beside_new_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -474,6 +474,13 @@ def tokens_sql(vector: str) -> str:
 
 @migration
 def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
+    # DROP EXPRESSION (below) is PostgreSQL 13+: say so before changing anything.
+    if conn.info.server_version < 130000:
+        raise SchemaError(
+            f"memstrata needs PostgreSQL 13 or newer; this server is version "
+            f"{conn.info.server_version // 10000}. Upgrade the server (or keep the data on "
+            "SQLite, the default), then retry."
+        )
     # Each row's length in tokens in the word and the CJK index, written with the row by
     # the store (nullable and without a default, so adding them rewrites nothing; rows
     # written before read NULL and are counted from their vectors, as before).
@@ -482,15 +489,9 @@ def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
         "ADD COLUMN IF NOT EXISTS cjk_tokens integer"
     )
     # tsv is now written by the INSERT (word_vector) instead of generated: the statement
-    # makes the vector once and counts it (a second to_tsvector of every row cost 6 % of
-    # the rate of 8 appending clients). Existing values stay; nothing is rewritten.
+    # makes the vector once and counts it, where a generated column beside a written
+    # count would have each row parsed twice. Existing values stay; nothing is rewritten.
     # (Messages' content is never updated, so nothing else writes tsv.)
-    if conn.info.server_version < 130000:
-        raise SchemaError(
-            f"memstrata needs PostgreSQL 13 or newer; this server is "
-            f"{conn.info.server_version // 10000}. Upgrade the server (or keep the data on "
-            "SQLite, the default), then retry."
-        )
     conn.execute("ALTER TABLE messages ALTER COLUMN tsv DROP EXPRESSION")
     # Counts a tsvector once: inlined, the expression would read its argument three times.
     conn.execute(
