@@ -54,6 +54,16 @@ def open_store(backend: str, target: str, namespace: str) -> Any:
     return PostgresSessionStore(target, namespace=namespace, durability="normal")
 
 
+def public_extensions(conn: Any) -> None:
+    """The extensions the store needs, in public: the store's first migration would
+    otherwise install them into the schema first on its search_path (a benchmark's own),
+    where the stores of every other schema of the database cannot see them."""
+    from memstrata.store.postgres.schema import EXTENSIONS
+
+    for name in EXTENSIONS:
+        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA public")
+
+
 @contextmanager
 def kept_schema(dsn: str, schema: str) -> Iterator[str]:
     """A schema kept between runs (created when missing, never dropped); yields its DSN.
@@ -64,6 +74,7 @@ def kept_schema(dsn: str, schema: str) -> Iterator[str]:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
+        public_extensions(conn)
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {schema}.bench_loads "
@@ -140,6 +151,7 @@ def own_schema(dsn: str, label: str) -> Iterator[str]:
 
     schema = f"memstrata_bench_{label}_{os.getpid()}"
     with psycopg.connect(dsn, autocommit=True) as conn:
+        public_extensions(conn)
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         conn.execute(f"CREATE SCHEMA {schema}")
     try:

@@ -361,6 +361,15 @@ def to_json(raw: dict[str, Any]) -> str:
     return head[:-2] + ',\n "runs": {\n' + ",\n".join(sides) + "\n }\n}\n"
 
 
+def _repo_path(path: str) -> str:
+    """``path`` relative to the checkout when it is inside it, else PATH (a report never
+    names a directory of the machine it ran on)."""
+    try:
+        return str(Path(path).resolve().relative_to(HERE.parent))
+    except ValueError:
+        return "PATH"
+
+
 def shown_command(argv: list[str], script: str = "benchmarks/store_postgres_ab.py") -> str:
     """The command line for the report, with paths and the DSN's host left out."""
     shown: list[str] = []
@@ -369,13 +378,17 @@ def shown_command(argv: list[str], script: str = "benchmarks/store_postgres_ab.p
         if hide_next:
             shown.append("PATH" if not arg.startswith("postgresql") else "DSN")
             hide_next = False
-        elif arg in ("--before-src", "--after-src", "--dsn", "--out"):
+        elif arg in ("--before-src", "--after-src", "--dsn"):
             shown.append(arg)
-            hide_next = arg != "--out"
+            hide_next = True
+        elif arg == "--out" or (shown and shown[-1] == "--out" and not arg.startswith("--")):
+            shown.append(arg if arg == "--out" else _repo_path(arg))
         elif arg.startswith(("--before-src=", "--after-src=")):
             shown.append(arg.split("=", 1)[0] + "=PATH")
         elif arg.startswith("--dsn="):
             shown.append("--dsn=DSN")
+        elif arg.startswith("--out="):
+            shown.append("--out=" + _repo_path(arg.split("=", 1)[1]))
         else:
             shown.append(arg)
     return shlex.join(["python", script, *shown]).replace("'", "")
