@@ -587,7 +587,15 @@ def test_rows_written_before_m006_stay_found_beside_new_ones(
                     {"role": "user", "content": "数据库迁移完成了"},
                 ],
             )
+            # A writer of the version before, still running, leaves tsv out: the
+            # trigger makes it from the row, so the row is found like the others.
+            with store.connection() as conn:
+                conn.execute(
+                    "INSERT INTO messages (namespace, session_id, role, content, timestamp) "
+                    "VALUES ('n', 'new', 'user', 'the heron flew off', 4)"
+                )
             assert {h["session_id"] for h in store.search_messages("heron")} == {"old", "new"}
+            assert len(store.search_messages("heron flew")) == 3
             assert {h["session_id"] for h in store.search_messages("数据库迁移")} == {"old", "new"}
             with store.connection() as conn:
                 rows = conn.execute(
@@ -600,10 +608,11 @@ def test_rows_written_before_m006_stay_found_beside_new_ones(
                     "WHERE attrelid = 'messages'::regclass AND attname = 'tsv'"
                 ).fetchone()
         assert generated == {"attgenerated": ""}
-        assert [r["same"] for r in rows] == [True] * 4
+        assert [r["same"] for r in rows] == [True] * 5
         # Old rows read NULL (ranking counts them from the vector); new ones their counts.
         assert [r["tsv_tokens"] for r in rows[:2]] == [None, None]
         assert [r["tsv_tokens"] for r in rows[2:]] == [r["counted"] for r in rows[2:]]
+        assert rows[4]["tsv_tokens"] == 4  # written by the trigger
         assert rows[3]["cjk_tokens"] == rows[3]["cjk_counted"] > 0
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:

@@ -504,6 +504,25 @@ def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
         END $$
         """
     )
+    # A writer that leaves tsv out (a process of an older version, opened before this
+    # migration, during a rolling upgrade) still gets it made from the row, as the
+    # generated column did. The WHEN test runs without calling the function, so the
+    # store's own inserts, which write tsv, pay next to nothing for it.
+    conn.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION memstrata_messages_tsv() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.tsv := {word_vector("NEW.content", "NEW.tool_name", "NEW.tool_calls")};
+            NEW.tsv_tokens := memstrata_tokens(NEW.tsv);
+            RETURN NEW;
+        END $$
+        """
+    )
+    conn.execute(
+        "CREATE TRIGGER messages_tsv_bi BEFORE INSERT ON messages FOR EACH ROW "
+        "WHEN (NEW.tsv IS NULL) EXECUTE FUNCTION memstrata_messages_tsv()"
+    )
 
 
 def word_vector(
