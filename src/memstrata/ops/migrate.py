@@ -48,7 +48,6 @@ from memstrata.providers.facts.postgres import PostgresFactStore
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
 from memstrata.store.postgres.codec import MESSAGE_COLUMNS, pg_text, to_pg_content
 from memstrata.store.postgres.messages import cjk_row
-from memstrata.store.postgres.schema import word_vector
 from memstrata.store.postgres.store import PostgresSessionStore
 from memstrata.store.sqlite.store import DB_FILENAME
 
@@ -337,15 +336,11 @@ def _replace_messages(
     # One transaction per session (the caller's): a run stopped midway leaves every
     # session either fully copied or untouched, and the next run completes the rest.
     conn.execute("DELETE FROM messages WHERE namespace = %s AND session_id = %s", (ns, session_id))
-    cols = ["namespace", "session_id", *_MESSAGE_COLUMNS, "cjk", "cjk_tokens", "tsv", "tsv_tokens"]
-    marks = ", ".join(["%s"] * (len(cols) - 4))
-    # The row's vectors and lengths in tokens as the store writes them (its text passed
-    # again for the word vector; the copy is a one-off).
-    vector = word_vector("%s::text", "%s::text", "%s::text")
-    sql = (
-        f"INSERT INTO messages ({', '.join(cols)}) SELECT {marks}, %s::tsvector, %s, "
-        f"w.tsv, memstrata_tokens(w.tsv) FROM (SELECT {vector} AS tsv OFFSET 0) AS w"
-    )
+    # The word vector and its length in tokens are left to the table's trigger
+    # (schema.m006_token_counts), which makes them from the row as the store's INSERT does.
+    cols = ["namespace", "session_id", *_MESSAGE_COLUMNS, "cjk", "cjk_tokens"]
+    marks = ", ".join(["%s"] * (len(cols) - 2))
+    sql = f"INSERT INTO messages ({', '.join(cols)}) VALUES ({marks}, %s::tsvector, %s)"
     with conn.cursor() as cur:
         for batch in _source_rows(source, session_id):
             params = []
@@ -356,9 +351,8 @@ def _replace_messages(
                 values["content"] = to_pg_content(values["content"])
                 values["api_content"] = to_pg_content(values["api_content"])
                 # The CJK bigram column is written with the row, as the store does.
-                text = [values["content"], values["tool_name"], values["tool_calls"]]
-                cjk = cjk_row(*text)
-                params.append([ns, session_id, *(values[c] for c in _MESSAGE_COLUMNS), *cjk, *text])
+                cjk = cjk_row(values["content"], values["tool_name"], values["tool_calls"])
+                params.append([ns, session_id, *(values[c] for c in _MESSAGE_COLUMNS), *cjk])
             cur.executemany(sql, params)
 
 
