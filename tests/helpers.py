@@ -290,3 +290,10 @@ class EmbeddedPostgres:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def tokens_sql(vector: str) -> str:
+    """SQL for the number of positions in the PostgreSQL ``tsvector`` expression
+    ``vector``, counted from its text form: an independent check of the lengths the store
+    writes with each row and of its ``memstrata_tokens`` function."""
+    return f"length({vector}) + length({vector}::text) - length(replace({vector}::text, ',', ''))"

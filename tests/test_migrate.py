@@ -12,12 +12,13 @@ from click.testing import CliRunner
 psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
+from helpers import tokens_sql  # noqa: E402
 from memstrata.cli import cli  # noqa: E402
 from memstrata.memory.files import FileMemory  # noqa: E402
 from memstrata.memory.postgres import PostgresMemory  # noqa: E402
 from memstrata.ops.migrate import migrate_home  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore  # noqa: E402
-from memstrata.store.postgres.schema import tokens_sql, word_vector  # noqa: E402
+from memstrata.store.postgres.schema import word_vector  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 pytestmark = pytest.mark.postgres

@@ -19,10 +19,10 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
-from helpers import drop_namespace  # noqa: E402
+from helpers import drop_namespace, tokens_sql  # noqa: E402
 from memstrata.store import bm25  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore, ranking  # noqa: E402
-from memstrata.store.postgres.schema import tokens_sql, word_vector  # noqa: E402
+from memstrata.store.postgres.schema import word_vector  # noqa: E402
 from memstrata.store.sqlite.store import SessionStore  # noqa: E402
 
 ROWS = [

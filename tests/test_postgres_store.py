@@ -26,6 +26,7 @@ psycopg = pytest.importorskip("psycopg")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from helpers import tokens_sql  # noqa: E402
 from memstrata.errors import (  # noqa: E402
     NamespaceError,
     SchemaError,
@@ -600,8 +601,8 @@ def test_rows_written_before_m006_stay_found_beside_new_ones(
             with store.connection() as conn:
                 rows = conn.execute(
                     f"SELECT session_id, tsv = {schema.word_vector()} AS same, tsv_tokens, "
-                    f"{schema.tokens_sql('tsv')} AS counted, cjk_tokens, "
-                    f"{schema.tokens_sql('cjk')} AS cjk_counted FROM messages ORDER BY id"
+                    f"{tokens_sql('tsv')} AS counted, cjk_tokens, "
+                    f"{tokens_sql('cjk')} AS cjk_counted FROM messages ORDER BY id"
                 ).fetchall()
                 generated = conn.execute(
                     "SELECT attgenerated FROM pg_attribute "

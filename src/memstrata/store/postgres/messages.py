@@ -57,7 +57,7 @@ def cjk_row(
     content: str | None, tool_name: str | None, tool_calls: str | None
 ) -> tuple[str | None, int | None]:
     """:func:`cjk_vector` and its length in tokens as the server counts the vector
-    (``schema.tokens_sql``): each lexeme's distinct positions, at most MAX_POSITIONS."""
+    (``memstrata_tokens``): each lexeme's distinct positions, at most MAX_POSITIONS."""
     terms = cjk_terms(content, tool_name, tool_calls)
     if not terms:
         return None, None

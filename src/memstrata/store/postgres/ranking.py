@@ -44,7 +44,6 @@ from memstrata.store import bm25
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
 from memstrata.store.postgres.codec import sqlite_form
-from memstrata.store.postgres.schema import tokens_sql
 from memstrata.store.rank import COMMON_DF
 
 __all__ = [
@@ -600,10 +599,10 @@ def scoring(
             continue
         # Only the query's lexemes leave the server (setweight marks them, ts_filter
         # keeps them), with the row's length as written with it (counted from the
-        # vector for rows written before m006).
+        # vector by the server's one definition of it for rows written before m006).
         columns.append(
             f"ts_filter(setweight({column}, 'A', %s::text[]), '{{a}}')::text AS {name}, "
-            f"coalesce({column}_tokens, {tokens_sql(column)}) AS {name}_length"
+            f"coalesce({column}_tokens, memstrata_tokens({column})) AS {name}_length"
         )
         params.append([_unquoted(lex) for lex in lookup.lexemes])
     if substrings:

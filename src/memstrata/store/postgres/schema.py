@@ -467,11 +467,6 @@ def m005_small_gin_pending_lists(conn: psycopg.Connection[Any]) -> None:
 # which costs a detoast and a cast per row: on the search side about two thirds of the
 # statement that reads the candidates (6 of 9 ms for a question's 500 rows at 100k), so
 # a row's counts are stored with it (m006) and the expression is only a fallback.
-def tokens_sql(vector: str) -> str:
-    """SQL for the number of positions in the ``tsvector`` expression ``vector``."""
-    return f"length({vector}) + length({vector}::text) - length(replace({vector}::text, ',', ''))"
-
-
 @migration
 def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
     # DROP EXPRESSION (below) is PostgreSQL 13+: say so before changing anything.
