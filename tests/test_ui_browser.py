@@ -21,8 +21,8 @@ from memstrata.testing.sample_home import fill_sample_home
 pytest.importorskip("starlette")
 pytest.importorskip("jinja2")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "ui_screenshots.py"
@@ -67,9 +67,17 @@ def browser(ui: UiServer) -> Iterator[Any]:
 
 def click_and_wait(browser: Any, element: Any) -> None:
     """Click a button that submits a form (or a link), and wait for the next page."""
-    page = browser.find_element(By.TAG_NAME, "html")
+    old = browser.find_element(By.TAG_NAME, "html").id
     element.click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(page))
+
+    # Only the new document is asked, never the old node: Chromium may answer a
+    # question about a node of a document being replaced with a generic
+    # WebDriverException ("Node with given id does not belong to the document")
+    # instead of a stale-element error, which staleness_of does not catch.
+    def replaced(driver: Any) -> bool:
+        return bool(driver.find_element(By.TAG_NAME, "html").id != old)
+
+    WebDriverWait(browser, 15, ignored_exceptions=(WebDriverException,)).until(replaced)
 
 
 def note(browser: Any) -> str:
