@@ -49,7 +49,10 @@ def open_store(backend: str, target: str, namespace: str) -> Any:
         from memstrata.store.sqlite.store import SessionStore
 
         return SessionStore(Path(target), durability="normal")
-    from memstrata.store.postgres import PostgresSessionStore
+    try:
+        from memstrata.store.postgres import PostgresSessionStore
+    except ImportError:  # a version before the store's layout, run as an A/B baseline
+        from memstrata.postgres import PostgresSessionStore  # type: ignore[no-redef]
 
     return PostgresSessionStore(target, namespace=namespace, durability="normal")
 

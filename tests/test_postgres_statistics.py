@@ -112,6 +112,7 @@ def test_without_the_store_the_planner_would_guess(
     """The control: the same writes with the store's passes held back leave the planner
     with no statistics, estimating a small fraction of the tenant."""
     monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
     monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
     write(dsn, "unkept", ROWS)
     estimate, stats = estimated_rows(dsn, "unkept")
@@ -158,3 +159,60 @@ def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: 
                 "SELECT content FROM messages WHERE id = ANY(%s)", (sorted(rare),)
             ).fetchall()
             assert len(contents) == 13 and all("omega" in r["content"] for r in contents)
+
+
+def pending_pages(dsn: str) -> dict[str, int]:
+    """Pages each GIN search index had in its pending list (merged by asking)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {
+            sql.split("'")[1]: int(conn.execute(sql).fetchone()[0])  # type: ignore[index]
+            for sql in maintenance.MERGE_PENDING
+        }
+
+
+def test_a_writer_leaves_the_gin_pending_lists_merged(dsn: str) -> None:
+    """Rows wait in 4 MB pending lists that every search reads; the store that wrote
+    them merges the lists when it closes, autovacuum or not."""
+    with PostgresSessionStore(dsn, namespace="merged", durability="normal") as store:
+        store.create_session("s")
+        for i in range(10):
+            store.append_messages("s", [{"role": "user", "content": f"turn {i} shardc 数据库"}])
+    left = pending_pages(dsn)
+    assert left == dict.fromkeys(left, 0), left
+
+
+def test_without_the_writers_pass_rows_wait_in_the_pending_lists(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: the same writes with the store's passes held back leave rows in
+    every GIN index's pending list (so the test above can fail)."""
+    monkeypatch.setattr(maintenance.Keeper, "wrote", lambda self, messages=0: None)
+    monkeypatch.setattr(maintenance.Keeper, "close", lambda self: None)
+    with PostgresSessionStore(dsn, namespace="waiting", durability="normal") as store:
+        store.create_session("s")
+        for i in range(10):
+            store.append_messages("s", [{"role": "user", "content": f"turn {i} shardc 数据库"}])
+    assert all(pages > 0 for pages in pending_pages(dsn).values()), pending_pages(dsn)
+
+
+@pytest.mark.parametrize("held_back", [False, True], ids=["default", "control"])
+def test_a_pass_comes_after_merge_rows_messages_before_check_every_writes(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, held_back: bool
+) -> None:
+    """A bulk writer's rows do not wait CHECK_EVERY transactions for their merge: a pass
+    starts once MERGE_ROWS messages were written since the last one began (control:
+    without that trigger no pass merges within these few writes)."""
+    batch = maintenance.MERGE_ROWS // 4 + 1
+    if held_back:
+        monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
+    with PostgresSessionStore(dsn, namespace="bulk", durability="normal") as store:
+        keeper = store._keeper  # the passes it ran are what is tested
+        for s in range(5):
+            store.create_session(f"s{s}")
+            store.append_messages(
+                f"s{s}", [{"role": "user", "content": f"row {i}"} for i in range(batch)]
+            )
+        keeper.wait()
+        assert keeper._writes < maintenance.CHECK_EVERY
+        merged = [p for p in keeper.passes if set(maintenance.MERGE_PENDING) <= set(p)]
+        assert bool(merged) is not held_back, keeper.passes

@@ -521,8 +521,9 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
     assert {h["id"] for h in pg.search_messages("puffin", limit=10)} == set(rare)
 
 
-def test_gin_pending_lists_are_small(pg: PostgresSessionStore) -> None:
-    """m005: every GIN search index keeps a short pending list (read by every search)."""
+def test_gin_pending_lists_take_the_size_m007_gives_them(pg: PostgresSessionStore) -> None:
+    """m007: every GIN search index takes rows into a 4 MB pending list (merged by the
+    store's writers, see test_postgres_statistics)."""
     with pg.connection() as conn:
         rows = conn.execute(
             "SELECT c.relname AS name, c.reloptions AS opts FROM pg_class c "

@@ -133,15 +133,18 @@ def analyze(db: Database) -> None:
     _autocommit(db, [f"ANALYZE {t}" for t in _TABLES])
 
 
+# Merge each GIN search index's pending list into the index (the tenant's id order is a
+# btree: no pending list).
+MERGE_PENDING = [
+    f"SELECT gin_clean_pending_list('{name}'::regclass)"
+    for name, sql in SEARCH_INDEXES.items()
+    if "USING gin" in sql
+]
+
+
 def optimize(db: Database) -> None:
     """ANALYZE the tables and flush the GIN pending lists into the indexes."""
-    statements = [f"ANALYZE {t}" for t in _TABLES]
-    statements += [
-        f"SELECT gin_clean_pending_list('{name}'::regclass)"
-        for name, sql in SEARCH_INDEXES.items()
-        if "USING gin" in sql  # the tenant's id order is a btree: no pending list
-    ]
-    _autocommit(db, statements)
+    _autocommit(db, [f"ANALYZE {t}" for t in _TABLES] + MERGE_PENDING)
 
 
 def index_counts(conn: Conn, ns: str) -> dict[str, int]:
@@ -235,8 +238,13 @@ KEPT_TABLES = ("messages", "sessions", "message_vectors")
 # Key of the advisory lock that lets one process at a time do this work on a database
 # ("memstrat" + 1, as a signed 64-bit integer beside the migration lock's key).
 MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
-# A store looks at the counters after this many write transactions (and at its first).
+# A store looks at the counters after this many write transactions (and at its first),
+# or sooner, when it has inserted MERGE_ROWS messages since its last pass began: a pass
+# also merges the GIN pending lists its rows wait in (see keep_statistics), and every
+# search reads those lists (measured at 100k messages: 1,000 rows waiting cost a word or
+# a question about 1-3 ms, benchmarks/results/pg_pending_lists.md).
 CHECK_EVERY = 200
+MERGE_ROWS = 500
 
 _UNAUTOVACUUMED = (
     "SELECT c.relname AS name, s.n_mod_since_analyze AS changed, "
@@ -248,20 +256,23 @@ _UNAUTOVACUUMED = (
 )
 
 
-def due(conn: Conn, written: int = 0) -> list[str]:
+def due(conn: Conn, written: int = 0, unvacuumed: int | None = None) -> list[str]:
     """The VACUUM and ANALYZE statements the store's tables need now, when the server's
     autovacuum does not look after them (empty when it does).
 
-    ``written`` is how many messages this process inserted since its last pass began:
-    the server publishes its counters up to seconds late (each backend flushes them
-    when it has been idle a while), so the counts the writer knows are taken when
-    larger, which makes the pass at the end of a bulk load see the whole load.
+    ``written`` is how many messages this process inserted since its last pass that
+    analyzed messages, ``unvacuumed`` (default: ``written``) since its last that
+    vacuumed them: the server publishes its counters up to seconds late (each backend
+    flushes them when it has been idle a while), so the counts the writer knows are
+    taken when larger, which makes the pass at the end of a bulk load see the whole load.
     """
     statements = []
     for r in conn.execute(_UNAUTOVACUUMED, (list(KEPT_TABLES),)).fetchall():
         rows = float(r["rows"])
-        own = written if r["name"] == "messages" else 0
-        inserted = max(int(r["inserted"] or 0), own)
+        mine = r["name"] == "messages"
+        own = written if mine else 0
+        own_inserts = (written if unvacuumed is None else unvacuumed) if mine else 0
+        inserted = max(int(r["inserted"] or 0), own_inserts)
         changed = max(int(r["changed"] or 0), own)
         if inserted > VACUUM_BASE + VACUUM_SCALE * rows:
             statements.append(f"VACUUM (ANALYZE) {r['name']}")
@@ -270,11 +281,21 @@ def due(conn: Conn, written: int = 0) -> list[str]:
     return statements
 
 
-def keep_statistics(connect: Callable[[], Conn], written: int = 0) -> list[str]:
+def keep_statistics(
+    connect: Callable[[], Conn],
+    written: int = 0,
+    unvacuumed: int | None = None,
+    *,
+    merge: bool = False,
+) -> list[str]:
     """Run what :func:`due` finds, unless another process is at it; return what ran.
 
-    ``connect`` opens a connection of its own (autocommit: VACUUM refuses to run in a
-    transaction), closed afterwards.
+    ``written``, ``unvacuumed``: see :func:`due`. ``merge``: merge the GIN pending
+    lists too (a VACUUM of messages merges them itself). The lists take 4 MB (see
+    memstrata.store.postgres.schema.GIN_PENDING_LIST_KB) and every search reads them,
+    so a writer merges them after each batch of its writes (:class:`Keeper`), whether
+    or not autovacuum runs. ``connect`` opens a connection of its own (autocommit: VACUUM
+    refuses to run in a transaction), closed afterwards.
     """
     with connect() as conn:
         got = conn.execute(
@@ -283,7 +304,9 @@ def keep_statistics(connect: Callable[[], Conn], written: int = 0) -> list[str]:
         if not got or not got["got"]:
             return []
         try:
-            statements = due(conn, written)
+            statements = due(conn, written, unvacuumed)
+            if merge and "VACUUM (ANALYZE) messages" not in statements:
+                statements += MERGE_PENDING
             for sql in statements:
                 conn.execute(sql)
             return statements
@@ -292,8 +315,9 @@ def keep_statistics(connect: Callable[[], Conn], written: int = 0) -> list[str]:
 
 
 class Keeper:
-    """Counts a store's write transactions and, every :data:`CHECK_EVERY`, runs
-    :func:`keep_statistics` on a thread of its own, so no write waits for it.
+    """Counts a store's write transactions and, every :data:`CHECK_EVERY` (or
+    :data:`MERGE_ROWS` messages), runs :func:`keep_statistics` on a thread of its own,
+    so no write waits for it.
 
     :meth:`close` waits for a running pass and, when there were writes since the last
     pass began, runs one more, so a bulk load that ends with ``close()`` leaves its
@@ -305,8 +329,13 @@ class Keeper:
         self._lock = threading.Lock()
         self._writes = 0
         self._checked = 0
+        # Messages written since the last pass began (what it merges), and since the
+        # last pass that analyzed, and that vacuumed, messages (what due() takes as
+        # written: the server's counters may not show them yet).
         self._rows = 0
-        self._rows_at_start = 0
+        self._unanalyzed = 0
+        self._unvacuumed = 0
+        self._at_start = (0, 0, 0)
         self._thread: threading.Thread | None = None
         self.passes: list[list[str]] = []
         self.error: BaseException | None = None
@@ -316,24 +345,39 @@ class Keeper:
         with self._lock:
             self._writes += 1
             self._rows += messages
-            if (self._writes - 1) % CHECK_EVERY:
+            self._unanalyzed += messages
+            self._unvacuumed += messages
+            if (self._writes - 1) % CHECK_EVERY and self._rows < MERGE_ROWS:
                 return
             if self._thread is not None and self._thread.is_alive():
                 return
-            self._checked = self._writes
-            self._rows_at_start, self._rows = self._rows, 0
+            self._begin()
             self._thread = threading.Thread(
                 target=self._run, name="memstrata-statistics", daemon=True
             )
             self._thread.start()
 
+    def _begin(self) -> None:
+        # Under the lock: what the pass starting now covers.
+        self._checked = self._writes
+        self._at_start = (self._rows, self._unanalyzed, self._unvacuumed)
+        self._rows = 0
+
     def _run(self) -> None:
+        rows, unanalyzed, unvacuumed = self._at_start
         try:
-            ran = keep_statistics(self._connect, self._rows_at_start)
-            if ran:
-                self.passes.append(ran)
+            ran = keep_statistics(self._connect, unanalyzed, unvacuumed, merge=rows > 0)
         except Exception as exc:  # the next pass retries; a write never fails for this
             self.error = exc
+            return
+        if ran:
+            self.passes.append(ran)
+        with self._lock:
+            if "VACUUM (ANALYZE) messages" in ran:
+                self._unvacuumed -= unvacuumed
+                self._unanalyzed -= unanalyzed
+            elif "ANALYZE messages" in ran:
+                self._unanalyzed -= unanalyzed
 
     def wait(self) -> bool:
         """Wait for a running pass to end; whether writes came after it began (the next
@@ -343,9 +387,8 @@ class Keeper:
             thread.join()
         with self._lock:
             pending = self._writes > self._checked
-            self._checked = self._writes
             if pending:
-                self._rows_at_start, self._rows = self._rows, 0
+                self._begin()
         return pending
 
     def close(self) -> None:

@@ -78,42 +78,73 @@ def quote_lexeme(token: str) -> str:
 
 # Rows recall may show: live and compaction-archived ones, not rewound ones.
 _SHOWN = "(m.active = 1 OR m.compacted = 1)"
-# Typed, as the rows are read from a VALUES list (a column of NULLs alone would be text).
-_INSERT_ROW = (
-    "(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, "
-    "%s::double precision, %s::bigint, %s::text, %s::text, %s::text, %s::tsvector, %s::integer)"
+# The columns of a turn, one array each (after the namespace and session, the same for
+# every row), with their types: a NULL stays typed inside its array.
+_ARRAYS = (
+    ("role", "text"),
+    ("content", "text"),
+    ("tool_call_id", "text"),
+    ("tool_calls", "text"),
+    ("tool_name", "text"),
+    ("timestamp", "float8"),
+    ("token_count", "int8"),
+    ("finish_reason", "text"),
+    ("reasoning", "text"),
+    ("api_content", "text"),
+    ("cjk", "text"),
+    ("cjk_tokens", "int4"),
 )
-# Each row with its word vector and its lengths in tokens (m006): the CJK length counted
-# here, the word vector made once per row (OFFSET 0 keeps the planner from copying its
-# expression into each use) and counted by the server.
-_INSERT = (
+# A whole turn in one statement, the session's counters with it: the UPDATE also says
+# whether the session exists (no row: nothing inserted), so an append is one round trip.
+# The rows come as arrays, so the text of the statement is the same for a turn of any
+# size: psycopg parses it once and the server prepares it (a VALUES list of the turn's
+# rows was a new statement per size, and past 50 parameters was parsed again on every
+# call). Each row gets its word vector made once (OFFSET 0 keeps the planner from
+# copying its expression into each use) and its lengths in tokens (m006): the CJK length
+# counted here, the word vector's by the server. ORDER BY the arrays' order: ids, and
+# what RETURNING lists, follow the turn.
+_APPEND = (
+    "WITH counted AS (UPDATE sessions SET message_count = message_count + %s, "
+    "tool_call_count = tool_call_count + %s, "
+    "last_active = GREATEST(COALESCE(last_active, %s), %s) "
+    "WHERE namespace = %s AND id = %s RETURNING 1) "
     f"INSERT INTO messages ({_INSERT_COLUMNS}, cjk_tokens, tsv, tsv_tokens) "
-    "SELECT v.*, w.tsv, memstrata_tokens(w.tsv) FROM (VALUES {rows}) "
-    f"AS v({_INSERT_COLUMNS}, cjk_tokens) "
+    "SELECT %s::text, %s::text, v.role, v.content, v.tool_call_id, v.tool_calls, v.tool_name, "
+    "v.timestamp, v.token_count, v.finish_reason, v.reasoning, v.api_content, "
+    "v.cjk::tsvector, v.cjk_tokens, w.tsv, memstrata_tokens(w.tsv) "
+    "FROM unnest("
+    + ", ".join(f"%s::{kind}[]" for _, kind in _ARRAYS)
+    + ") WITH ORDINALITY AS v("
+    + ", ".join(name for name, _ in _ARRAYS)
+    + ", ord) "
     f"CROSS JOIN LATERAL (SELECT {word_vector('v.content', 'v.tool_name', 'v.tool_calls')} "
-    "AS tsv OFFSET 0) AS w RETURNING id"
+    "AS tsv OFFSET 0) AS w WHERE EXISTS (SELECT 1 FROM counted) ORDER BY v.ord RETURNING id"
 )
 
 
-def _row(ns: str, session_id: str, v: MessageValues) -> list[Any]:
-    content = to_pg_content(v.content)
-    calls = pg_text(v.tool_calls)
-    tool = pg_text(v.tool_name)
-    return [
-        ns,
-        session_id,
-        pg_text(v.role),
-        content,
-        pg_text(v.tool_call_id),
-        calls,
-        tool,
-        v.timestamp,
-        v.token_count,
-        pg_text(v.finish_reason),
-        pg_text(v.reasoning),
-        to_pg_content(v.api_content),
-        *cjk_row(content, tool, calls),
-    ]
+def _columns(rows: Sequence[MessageValues]) -> list[list[Any]]:
+    """The rows of a turn as one list per column of :data:`_ARRAYS`."""
+    columns: list[list[Any]] = [[] for _ in _ARRAYS]
+    for v in rows:
+        content = to_pg_content(v.content)
+        calls = pg_text(v.tool_calls)
+        tool = pg_text(v.tool_name)
+        values = (
+            pg_text(v.role),
+            content,
+            pg_text(v.tool_call_id),
+            calls,
+            tool,
+            v.timestamp,
+            v.token_count,
+            pg_text(v.finish_reason),
+            pg_text(v.reasoning),
+            to_pg_content(v.api_content),
+            *cjk_row(content, tool, calls),
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    return columns
 
 
 def _visible_where(
@@ -141,24 +172,21 @@ class MessageRows(Transaction):
 
     def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int] | None:
         newest = max(v.timestamp for v in rows)
-        # The counters first: the same statement says whether the session exists, so an
-        # append costs no separate existence check (a round trip).
-        counted = self.conn.execute(
-            "UPDATE sessions SET message_count = message_count + %s, "
-            "tool_call_count = tool_call_count + %s, "
-            "last_active = GREATEST(COALESCE(last_active, %s), %s) "
-            "WHERE namespace = %s AND id = %s RETURNING 1",
-            (len(rows), sum(v.n_tool_calls for v in rows), newest, newest, self.ns, session_id),
-        ).fetchone()
-        if counted is None:
-            return None  # no such session: nothing written
-        params: list[Any] = []
-        for v in rows:
-            params.extend(_row(self.ns, session_id, v))
-        # One statement for the whole turn; RETURNING keeps the order of VALUES.
-        values = ", ".join([_INSERT_ROW] * len(rows))
-        cursor = self.conn.execute(_INSERT.format(rows=values), params)
+        params: list[Any] = [
+            len(rows),
+            sum(v.n_tool_calls for v in rows),
+            newest,
+            newest,
+            self.ns,
+            session_id,
+            self.ns,
+            session_id,
+            *_columns(rows),
+        ]
+        cursor = self.conn.execute(_APPEND, params)
         ids = [int(r["id"]) for r in cursor.fetchall()]
+        if not ids:
+            return None  # no such session: nothing written
         self.inserted += len(ids)
         return ids
 

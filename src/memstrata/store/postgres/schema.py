@@ -55,12 +55,16 @@ _M001_INDEXES: dict[str, str] = {
     ),
 }
 
-# The GIN indexes' pending list (rows inserted but not yet merged into the index) is
-# read in full by every search, and nothing flushes it before VACUUM when autovacuum is
-# off: at the server's default 4 MB, right after a bulk write, each probe rescanned
-# thousands of pending rows. 256 kB keeps that scan short and costs inserts little
-# (the list is merged more often, in smaller steps). See m005.
-GIN_PENDING_LIST_KB = 256
+# A GIN index takes new rows into a pending list and merges the list into the index in
+# one batch: the bigger the batch, the cheaper each row (a message's ~130 trigrams share
+# their index entries with the batch's other rows). Every search reads the whole list,
+# though, and with autovacuum off nothing merged it before the next insert past the
+# limit, so m005 capped it at 256 kB; that cost each appended message about 40 % more
+# server time (362 against 258 us, benchmarks/results/store_postgres_append_ab.md). Since
+# m007 the lists take the server's default 4 MB again and the store merges them itself
+# after each batch of its writes (memstrata.store.postgres.maintenance): a search after
+# a bulk write finds them empty, and a search during one a list of about a thousand rows.
+GIN_PENDING_LIST_KB = 4096
 GIN_STORAGE = f" WITH (gin_pending_list_limit = {GIN_PENDING_LIST_KB})"
 
 # The search indexes now, kept apart so that `reindex` can recreate a missing one with
@@ -454,12 +458,17 @@ def m004_expansions_and_vectors(conn: psycopg.Connection[Any]) -> None:
 
 @migration
 def m005_small_gin_pending_lists(conn: psycopg.Connection[Any]) -> None:
-    # The search indexes' GIN pending lists capped at GIN_PENDING_LIST_KB (see there);
-    # the indexes of m002 were created with the server's default. Applies to new inserts;
-    # a list already longer is merged by the next insert past the limit or by VACUUM.
+    # The search indexes' GIN pending lists capped at 256 kB (undone by m007, see
+    # GIN_PENDING_LIST_KB); the indexes of m002 were created with the server's default.
+    _set_pending_lists(conn, 256)
+
+
+def _set_pending_lists(conn: psycopg.Connection[Any], kb: int) -> None:
+    # Applies to new inserts: a list already longer is merged by the next insert past
+    # the limit, by VACUUM or by gin_clean_pending_list.
     for name, sql in SEARCH_INDEXES.items():
         if "USING gin" in sql:
-            conn.execute(f"ALTER INDEX {name} SET (gin_pending_list_limit = {GIN_PENDING_LIST_KB})")
+            conn.execute(f"ALTER INDEX {name} SET (gin_pending_list_limit = {kb})")
 
 
 # A tsvector's length in tokens (every position of every lexeme): what ranking's BM25
@@ -518,6 +527,13 @@ def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
         "CREATE TRIGGER messages_tsv_bi BEFORE INSERT ON messages FOR EACH ROW "
         "WHEN (NEW.tsv IS NULL) EXECUTE FUNCTION memstrata_messages_tsv()"
     )
+
+
+@migration
+def m007_gin_pending_lists_merged_by_the_store(conn: psycopg.Connection[Any]) -> None:
+    # Back to 4 MB pending lists (see GIN_PENDING_LIST_KB): the store's writers merge
+    # them after their batches of writes instead of every few hundred rows.
+    _set_pending_lists(conn, GIN_PENDING_LIST_KB)
 
 
 def word_vector(
