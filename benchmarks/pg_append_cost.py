@@ -31,7 +31,9 @@ DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 
 
 def server_cpu() -> float:
-    """Seconds of CPU used so far by the machine's PostgreSQL processes."""
+    """Seconds of CPU used so far by the machine's PostgreSQL processes, those that
+    ended included (a backend ends with its connection: the postmaster's count of its
+    reaped children holds its time)."""
     ticks = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -42,7 +44,7 @@ def server_cpu() -> float:
             continue  # gone meanwhile
         if stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
             fields = stat[stat.rindex(")") + 2 :].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+            ticks += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
@@ -52,6 +54,9 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=12_000)
     parser.add_argument("--drop", action="append", default=[], metavar="INDEX")
     parser.add_argument("--set", action="append", default=[], metavar="INDEX:OPTION=VALUE")
+    parser.add_argument(
+        "--merge-rows", type=int, help="the store's MERGE_ROWS instead of its default"
+    )
     args = parser.parse_args()
 
     import psycopg
@@ -61,6 +66,10 @@ def main() -> int:
     except ImportError:  # a version before the store's layout, run as a baseline
         from memstrata.postgres import PostgresSessionStore  # type: ignore[no-redef]
 
+    if args.merge_rows is not None:
+        from memstrata.store.postgres import maintenance
+
+        maintenance.MERGE_ROWS = args.merge_rows
     sessions = list(corpus.generate(args.messages, seed=5))
     schema = f"memstrata_bench_append_{os.getpid()}"
     with psycopg.connect(args.dsn, autocommit=True) as conn:
@@ -90,7 +99,13 @@ def main() -> int:
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    changes = " ".join([*(f"--drop {d}" for d in args.drop), *(f"--set {c}" for c in args.set)])
+    changes = " ".join(
+        [
+            *(f"--drop {d}" for d in args.drop),
+            *(f"--set {c}" for c in args.set),
+            *([f"--merge-rows {args.merge_rows}"] if args.merge_rows is not None else []),
+        ]
+    )
     print(
         f"{changes or 'as shipped'}: {count} messages in {calls} appends, "
         f"{count / wall:,.0f} msg/s; per message: client CPU {cpu / count * 1e6:.0f} us, "

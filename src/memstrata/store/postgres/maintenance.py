@@ -242,7 +242,7 @@ MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
 # or sooner, when it has inserted MERGE_ROWS messages since its last pass began: a pass
 # also merges the GIN pending lists its rows wait in (see keep_statistics), and every
 # search reads those lists (measured at 100k messages: 1,000 rows waiting cost a word or
-# a question about 1-3 ms, benchmarks/results/pg_pending_lists.md).
+# a question 0.4-3.4 ms at p50, benchmarks/results/pg_pending_lists.md).
 CHECK_EVERY = 200
 MERGE_ROWS = 500
 
