@@ -63,7 +63,7 @@ _M001_INDEXES: dict[str, str] = {
 # server time (362 against 258 us, benchmarks/results/store_postgres_append_ab.md). Since
 # m007 the lists take the server's default 4 MB again and the store merges them itself
 # after each batch of its writes (memstrata.store.postgres.maintenance): a search after
-# a bulk write finds them empty, and a search during one a list of about a thousand rows.
+# a bulk write finds them empty, and a search during one up to about 500 rows per writer.
 GIN_PENDING_LIST_KB = 4096
 GIN_STORAGE = f" WITH (gin_pending_list_limit = {GIN_PENDING_LIST_KB})"
 
