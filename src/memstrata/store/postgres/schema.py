@@ -59,8 +59,9 @@ _M001_INDEXES: dict[str, str] = {
 # one batch: the bigger the batch, the cheaper each row (a message's ~130 trigrams share
 # their index entries with the batch's other rows). Every search reads the whole list,
 # though, and with autovacuum off nothing merged it before the next insert past the
-# limit, so m005 capped it at 256 kB; that cost each appended message about 40 % more
-# server time (362 against 258 us, benchmarks/results/store_postgres_append_ab.md). Since
+# limit, so m005 capped it at 256 kB; with lists that small an append is about an eighth
+# slower (one client: 2,213 against 2,522 msg/s, benchmarks/results/
+# store_postgres_append.md, where the trigram index is half the server's work). Since
 # m007 the lists take the server's default 4 MB again and the store merges them itself
 # after each batch of its writes (memstrata.store.postgres.maintenance): a search after
 # a bulk write finds them empty, and a search during one up to about 500 rows per writer.
