@@ -48,20 +48,25 @@ def dsn() -> Iterator[str]:
 
 def write(dsn: str, namespace: str, rows: int) -> None:
     """``rows`` messages through the public API, 50 per session, then close the store."""
-    rng = random.Random(7)
     with PostgresSessionStore(dsn, namespace=namespace, durability="normal") as store:
-        for s in range(rows // 50):
-            store.create_session(f"s{s}")
-            store.append_messages(
-                f"s{s}",
-                [
-                    {
-                        "role": "user" if i % 2 == 0 else "assistant",
-                        "content": " ".join(rng.choices(WORDS, k=12)) + " " + rng.choice(CJK),
-                    }
-                    for i in range(50)
-                ],
-            )
+        write_sessions(store, rows)
+
+
+def write_sessions(store: PostgresSessionStore, rows: int) -> None:
+    """``rows`` messages through ``store``, 50 per session."""
+    rng = random.Random(7)
+    for s in range(rows // 50):
+        store.create_session(f"s{s}")
+        store.append_messages(
+            f"s{s}",
+            [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": " ".join(rng.choices(WORDS, k=12)) + " " + rng.choice(CJK),
+                }
+                for i in range(50)
+            ],
+        )
 
 
 def estimated_rows(dsn: str, namespace: str) -> tuple[float, dict[str, Any]]:
@@ -112,7 +117,6 @@ def test_without_the_store_the_planner_would_guess(
     """The control: the same writes with the store's passes held back leave the planner
     with no statistics, estimating a small fraction of the tenant."""
     monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
-    monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
     monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
     write(dsn, "unkept", ROWS)
     estimate, stats = estimated_rows(dsn, "unkept")
@@ -199,27 +203,30 @@ def test_without_the_writers_pass_rows_wait_in_the_pending_lists(
     assert all(pages > 0 for pages in pending_pages(dsn).values()), pending_pages(dsn)
 
 
-@pytest.mark.parametrize("held_back", [False, True], ids=["default", "control"])
-def test_a_pass_comes_after_merge_rows_messages_before_check_every_writes(
-    dsn: str, monkeypatch: pytest.MonkeyPatch, held_back: bool
+@pytest.mark.parametrize("naptime", [None, 0.0], ids=["default", "control"])
+def test_a_bulk_load_is_analyzed_and_merged_at_its_end_not_at_every_pass(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, naptime: float | None
 ) -> None:
-    """A bulk writer's rows do not wait CHECK_EVERY transactions for their merge: a pass
-    starts once MERGE_ROWS messages were written since the last one began (control:
-    without that trigger no pass merges within these few writes)."""
-    batch = maintenance.MERGE_ROWS // 4 + 1
-    if held_back:
-        monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
-    with PostgresSessionStore(dsn, namespace="bulk", durability="normal") as store:
+    """Within NAPTIME_S of its first pass a writer starts no other (a merge beside
+    writers costs more than their own flushes); its close() analyzes, vacuums and
+    merges the whole load (control: with no naptime, a pass every CHECK_EVERY writes)."""
+    if naptime is not None:
+        monkeypatch.setattr(maintenance, "NAPTIME_S", naptime)
+    monkeypatch.setattr(maintenance, "CHECK_EVERY", 20)
+    with PostgresSessionStore(dsn, namespace="load", durability="normal") as store:
         keeper = store._keeper  # the passes it ran are what is tested
-        for s in range(5):
-            store.create_session(f"s{s}")
-            store.append_messages(
-                f"s{s}", [{"role": "user", "content": f"row {i}"} for i in range(batch)]
-            )
-        keeper.wait()
-        assert keeper._writes < maintenance.CHECK_EVERY
-        merged = [p for p in keeper.passes if maintenance.MERGE_PENDING in p]
-        assert bool(merged) is not held_back, keeper.passes
+        write_sessions(store, ROWS)
+    # The last pass is close()'s, the others ran during the load.
+    during = [sql for p in keeper.passes[:-1] for sql in p]
+    if naptime is None:
+        assert during == [], keeper.passes
+        assert "VACUUM (ANALYZE) messages" in keeper.passes[-1], keeper.passes
+        estimate, stats = estimated_rows(dsn, "load")
+        assert estimate >= ROWS / 2 and stats["last_vacuum"] is not None, (estimate, stats)
+        left = pending_pages(dsn)
+        assert left == dict.fromkeys(left, 0), left
+    else:
+        assert len(during) > 2, keeper.passes
 
 
 def test_a_role_that_does_not_own_the_indexes_keeps_writing_and_searching(dsn: str) -> None:
@@ -243,15 +250,14 @@ def test_a_role_that_does_not_own_the_indexes_keeps_writing_and_searching(dsn: s
         app = psycopg.conninfo.make_conninfo(dsn, user=role)
         with PostgresSessionStore(app, namespace="app", durability="normal") as store:
             store.create_session("s")
-            for i in range(maintenance.MERGE_ROWS // 10 + 2):
+            for i in range(50):
                 store.append_messages(
                     "s", [{"role": "user", "content": f"turn {i} shardc"} for _ in range(10)]
                 )
             keeper = store._keeper  # the passes it ran are what is tested
-            keeper.wait()
-            assert keeper.error is None, keeper.error
-            assert any(maintenance.MERGE_PENDING in p for p in keeper.passes), keeper.passes
             assert store.search_messages("shardc", limit=5)
+        assert keeper.error is None, keeper.error
+        assert any(maintenance.MERGE_PENDING in p for p in keeper.passes), keeper.passes
         assert pending_pages(dsn)["idx_messages_ns_tsv"] > 0  # the owner's to merge
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:

@@ -9,6 +9,7 @@ CJK bigrams written by an older or foreign writer. Those are what is checked and
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -244,13 +245,19 @@ KEPT_TABLES = ("messages", "sessions", "message_vectors")
 # Key of the advisory lock that lets one process at a time do this work on a database
 # ("memstrat" + 1, as a signed 64-bit integer beside the migration lock's key).
 MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
-# A store looks at the counters after this many write transactions (and at its first),
-# or sooner, when it has inserted MERGE_ROWS messages since its last pass began: a pass
-# also merges the GIN pending lists its rows wait in (see keep_statistics), and every
-# search reads those lists (measured at 100k messages: 1,000 rows waiting cost a word or
-# a question 0.4-3.4 ms at p50, benchmarks/results/pg_pending_lists.md).
+# A store looks at the counters after this many write transactions (and at its first)
+# or MERGE_ROWS messages, but at most once per NAPTIME_S (as autovacuum looks at a
+# database at most once per autovacuum_naptime, 60 s by default), and on close()
+# whatever the time. A pass also merges the GIN pending lists its rows wait in (see
+# keep_statistics). Merging a list that writers keep filling costs the server more than
+# the writers' own flushes (benchmarks/results/store_postgres_append.md: passes every 500
+# rows kept their thread busy 90 % of a load); between passes a search reads the rows
+# waiting (1,000 of them cost a word or a question 0.4-3.4 ms at p50 at 100k messages,
+# 3,000 a question or a phrase 4-6 ms, benchmarks/results/pg_pending_lists.md), after
+# close() none.
 CHECK_EVERY = 200
 MERGE_ROWS = 500
+NAPTIME_S = 60.0
 
 _UNAUTOVACUUMED = (
     "SELECT c.relname AS name, s.n_mod_since_analyze AS changed, "
@@ -322,8 +329,8 @@ def keep_statistics(
 
 class Keeper:
     """Counts a store's write transactions and, every :data:`CHECK_EVERY` (or
-    :data:`MERGE_ROWS` messages), runs :func:`keep_statistics` on a thread of its own,
-    so no write waits for it.
+    :data:`MERGE_ROWS` messages) but at most once per :data:`NAPTIME_S`, runs
+    :func:`keep_statistics` on a thread of its own, so no write waits for it.
 
     :meth:`close` waits for a running pass and, when there were writes since the last
     pass began, runs one more, so a bulk load that ends with ``close()`` leaves its
@@ -342,6 +349,8 @@ class Keeper:
         self._unanalyzed = 0
         self._unvacuumed = 0
         self._at_start = (0, 0, 0)
+        # When the last pass during writes began (time.monotonic()), None: none yet.
+        self._began: float | None = None
         self._thread: threading.Thread | None = None
         self.passes: list[list[str]] = []
         self.error: BaseException | None = None
@@ -357,6 +366,10 @@ class Keeper:
                 return
             if self._thread is not None and self._thread.is_alive():
                 return
+            now = time.monotonic()
+            if self._began is not None and now - self._began < NAPTIME_S:
+                return
+            self._began = now
             self._begin()
             self._thread = threading.Thread(
                 target=self._run, name="memstrata-statistics", daemon=True
