@@ -63,8 +63,9 @@ _M001_INDEXES: dict[str, str] = {
 # slower (one client: 2,213 against 2,522 msg/s, benchmarks/results/
 # store_postgres_append.md, where the trigram index is half the server's work). Since
 # m007 the lists take the server's default 4 MB again and the store merges them itself
-# after each batch of its writes (memstrata.store.postgres.maintenance): a search after
-# a bulk write finds them empty, and a search during one up to about 500 rows per writer.
+# in its maintenance passes, at most once a minute while it writes and on close()
+# (memstrata.store.postgres.maintenance): a search after a bulk write finds them empty,
+# and a search during one the rows waiting since the last pass.
 GIN_PENDING_LIST_KB = 4096
 GIN_STORAGE = f" WITH (gin_pending_list_limit = {GIN_PENDING_LIST_KB})"
 
