@@ -17,7 +17,7 @@ import psycopg
 
 from memstrata.query.cjk import CJK_RUN
 from memstrata.store.postgres.messages import cjk_row
-from memstrata.store.postgres.schema import SEARCH_INDEXES
+from memstrata.store.postgres.schema import GIN_INDEXES, SEARCH_INDEXES
 
 if TYPE_CHECKING:
     from memstrata.store.postgres.database import Database
@@ -134,9 +134,7 @@ def analyze(db: Database) -> None:
     _autocommit(db, [f"ANALYZE {t}" for t in _TABLES])
 
 
-# The GIN search indexes (the tenant's id order is a btree: no pending list).
-GIN_INDEXES = tuple(name for name, sql in SEARCH_INDEXES.items() if "USING gin" in sql)
-# Merge each one's pending list into the index. Only an owner of the index may (as for
+# Merge each GIN search index's pending list into the index. Only an owner of the index may (as for
 # VACUUM and ANALYZE, which skip what the role does not own): a store connected as a role
 # that only reads and writes the rows leaves the merging to the owner's maintenance or
 # autovacuum, instead of failing every pass; a missing index (check_indexes reports it)
@@ -306,8 +304,8 @@ def keep_statistics(
     ``written``, ``unvacuumed``: see :func:`due`. ``merge``: merge the GIN pending
     lists too (a VACUUM of messages merges them itself). The lists take 4 MB (see
     memstrata.store.postgres.schema.GIN_PENDING_LIST_KB) and every search reads them,
-    so a writer merges them after each batch of its writes (:class:`Keeper`), whether
-    or not autovacuum runs. ``connect`` opens a connection of its own (autocommit: VACUUM
+    so a writer merges them in its passes (:class:`Keeper`), whether or not autovacuum
+    runs. ``connect`` opens a connection of its own (autocommit: VACUUM
     refuses to run in a transaction), closed afterwards.
     """
     with connect() as conn:

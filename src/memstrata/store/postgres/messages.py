@@ -95,7 +95,8 @@ _ARRAYS = (
     ("cjk_tokens", "int4"),
 )
 # A whole turn in one statement, the session's counters with it: the UPDATE also says
-# whether the session exists (no row: nothing inserted), so an append is one round trip.
+# whether the session exists (its row gives each message its tenant and session; no row,
+# nothing inserted), so an append is one round trip.
 # The rows come as arrays, so the text of the statement is the same for a turn of any
 # size: psycopg parses it once and the server prepares it (a VALUES list of the turn's
 # rows was a new statement per size, and past 50 parameters was parsed again on every
@@ -107,18 +108,18 @@ _APPEND = (
     "WITH counted AS (UPDATE sessions SET message_count = message_count + %s, "
     "tool_call_count = tool_call_count + %s, "
     "last_active = GREATEST(COALESCE(last_active, %s), %s) "
-    "WHERE namespace = %s AND id = %s RETURNING 1) "
+    "WHERE namespace = %s AND id = %s RETURNING namespace, id) "
     f"INSERT INTO messages ({_INSERT_COLUMNS}, cjk_tokens, tsv, tsv_tokens) "
-    "SELECT %s::text, %s::text, v.role, v.content, v.tool_call_id, v.tool_calls, v.tool_name, "
+    "SELECT c.namespace, c.id, v.role, v.content, v.tool_call_id, v.tool_calls, v.tool_name, "
     "v.timestamp, v.token_count, v.finish_reason, v.reasoning, v.api_content, "
     "v.cjk::tsvector, v.cjk_tokens, w.tsv, memstrata_tokens(w.tsv) "
     "FROM unnest("
     + ", ".join(f"%s::{kind}[]" for _, kind in _ARRAYS)
     + ") WITH ORDINALITY AS v("
     + ", ".join(name for name, _ in _ARRAYS)
-    + ", ord) "
+    + ", ord) CROSS JOIN counted c "
     f"CROSS JOIN LATERAL (SELECT {word_vector('v.content', 'v.tool_name', 'v.tool_calls')} "
-    "AS tsv OFFSET 0) AS w WHERE EXISTS (SELECT 1 FROM counted) ORDER BY v.ord RETURNING id"
+    "AS tsv OFFSET 0) AS w ORDER BY v.ord RETURNING id"
 )
 
 
@@ -177,8 +178,6 @@ class MessageRows(Transaction):
             sum(v.n_tool_calls for v in rows),
             newest,
             newest,
-            self.ns,
-            session_id,
             self.ns,
             session_id,
             *_columns(rows),

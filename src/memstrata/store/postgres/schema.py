@@ -95,6 +95,10 @@ SEARCH_INDEXES: dict[str, str] = {
 }
 
 
+# The GIN search indexes: those with a pending list (the tenant's id order is a btree).
+GIN_INDEXES = tuple(name for name, sql in SEARCH_INDEXES.items() if "USING gin" in sql)
+
+
 def migration(fn: Migration) -> Migration:
     """Register ``fn`` as the next migration, named after the function."""
     MIGRATIONS.append((fn.__name__, fn))
@@ -468,9 +472,8 @@ def m005_small_gin_pending_lists(conn: psycopg.Connection[Any]) -> None:
 def _set_pending_lists(conn: psycopg.Connection[Any], kb: int) -> None:
     # Applies to new inserts: a list already longer is merged by the next insert past
     # the limit, by VACUUM or by gin_clean_pending_list.
-    for name, sql in SEARCH_INDEXES.items():
-        if "USING gin" in sql:
-            conn.execute(f"ALTER INDEX {name} SET (gin_pending_list_limit = {kb})")
+    for name in GIN_INDEXES:
+        conn.execute(f"ALTER INDEX {name} SET (gin_pending_list_limit = {kb})")
 
 
 # A tsvector's length in tokens (every position of every lexeme): what ranking's BM25
@@ -534,7 +537,7 @@ def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
 @migration
 def m007_gin_pending_lists_merged_by_the_store(conn: psycopg.Connection[Any]) -> None:
     # Back to 4 MB pending lists (see GIN_PENDING_LIST_KB): the store's writers merge
-    # them after their batches of writes instead of every few hundred rows.
+    # them in their maintenance passes instead of every few hundred rows.
     _set_pending_lists(conn, GIN_PENDING_LIST_KB)
 
 
