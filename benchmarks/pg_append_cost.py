@@ -25,7 +25,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import corpus  # noqa: E402  (the benchmarks' own module, by path)
+import corpus  # noqa: E402  (the benchmarks' own modules, by path)
+from store_postgres import open_store  # noqa: E402
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 
@@ -61,11 +62,6 @@ def main() -> int:
 
     import psycopg
 
-    try:
-        from memstrata.store.postgres import PostgresSessionStore
-    except ImportError:  # a version before the store's layout, run as a baseline
-        from memstrata.postgres import PostgresSessionStore  # type: ignore[no-redef]
-
     if args.merge_rows is not None:
         from memstrata.store.postgres import maintenance
 
@@ -76,7 +72,7 @@ def main() -> int:
         conn.execute(f"CREATE SCHEMA {schema}")
     dsn = psycopg.conninfo.make_conninfo(args.dsn, options=f"-csearch_path={schema},public")
     try:
-        store = PostgresSessionStore(dsn, namespace="append", durability="normal")
+        store = open_store("postgres", dsn, "append")  # durability "normal", any version
         for s in sessions:
             store.create_session(s.id, source=s.source)
         with store.connection() as conn:

@@ -22,16 +22,15 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import corpus  # noqa: E402  (the benchmarks' own modules, by path)
+from store import summarize_classes, time_queries  # noqa: E402
 from store_ab import commit_of  # noqa: E402
 from store_postgres import own_schema  # noqa: E402
 
@@ -75,25 +74,19 @@ def child(args: argparse.Namespace) -> int:
 
 
 def timed(dsn: str) -> dict[str, dict[str, float]]:
+    """p50/p95 per class over the per-query medians, as benchmarks/store.py takes them."""
     from memstrata.store.postgres import PostgresSessionStore
 
-    classes: dict[str, dict[str, float]] = {}
     with PostgresSessionStore(dsn, namespace="t") as store:
-        for name, queries in corpus.queries().items():
-            per_query = []
-            for q in queries:
-                runs = []
-                for _ in range(REPEATS):
-                    started = time.perf_counter()
-                    store.search_messages(q, limit=20)
-                    runs.append((time.perf_counter() - started) * 1000)
-                per_query.append(statistics.median(runs))
-            per_query.sort()
-            classes[name] = {
-                "p50": statistics.median(per_query),
-                "p95": per_query[min(len(per_query) - 1, int(0.95 * len(per_query)))],
-            }
-    return classes
+
+        def search(query: str) -> int:
+            return len(store.search_messages(query, limit=20))
+
+        classes = time_queries(search, corpus.queries(), REPEATS, slow_s=float("inf"))
+    return {
+        name: {"p50": c["p50_ms"], "p95": c["p95_ms"]}
+        for name, c in summarize_classes(classes).items()
+    }
 
 
 def main() -> int:
