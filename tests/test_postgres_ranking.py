@@ -75,6 +75,15 @@ def test_vectors_and_phrases_read_as_the_server_writes_them() -> None:
     both = ranking.phrase_patterns("('art' <-> 'show') & ('it''s')")
     assert len(both) == 2 and ranking.term_frequency(vector, both) == 1
     assert ranking.term_frequency(vector, ranking.phrase_patterns("'boat'")) == 0
+    # A phrase the row lacks a word of, or holds out of order, counts nothing; a prefix
+    # inside a phrase still matches; an AND of groups counts its fewest.
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'art' <-> 'boat'")) == 0
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'boat' <-> 'art'")) == 0
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'art' <-> 'art'")) == 0
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("'art' <-> 'sh':*")) == 1
+    fewest = ranking.phrase_patterns("('art') & ('show')")
+    assert ranking.term_frequency(vector, fewest) == 1
+    assert ranking.term_frequency(vector, ranking.phrase_patterns("('art') & ('boat')")) == 0
 
 
 def fill(store: Any, rows: list[str], start: int = 0) -> None:

@@ -155,26 +155,40 @@ def _written(vector: Vector, lexeme: str, prefix: bool) -> list[str]:
 
 
 def _positions(vector: Vector, lexeme: str, prefix: bool) -> list[int]:
+    if not prefix:
+        written = vector.get(lexeme)
+        return [] if written is None else [int(p.rstrip("ABCD")) for p in written.split(",")]
     return [int(p.rstrip("ABCD")) for ps in _written(vector, lexeme, prefix) for p in ps.split(",")]
 
 
 def term_frequency(vector: Vector, groups: Groups) -> int:
     """How many times a row of ``vector`` holds the term (the fewest of its groups): a
     phrase counts where each lexeme follows the first at its offset."""
-    counts = []
+    fewest = 0
     for pattern in groups:
         (first, _, prefix), rest = pattern[0], pattern[1:]
-        if not rest:
-            counts.append(sum(ps.count(",") + 1 for ps in _written(vector, first, prefix)))
-            continue
-        starts = _positions(vector, first, prefix)
-        for lexeme, offset, last in rest:
-            if not starts:
-                break  # a long phrase stops at its first lexeme the row lacks
-            follow = set(_positions(vector, lexeme, last))
-            starts = [p for p in starts if p + offset in follow]
-        counts.append(len(starts))
-    return min(counts, default=0)
+        if not rest and not prefix:
+            # One lexeme (most terms): its positions counted, none parsed.
+            written = vector.get(first)
+            count = 0 if written is None else written.count(",") + 1
+        elif not rest:
+            count = sum(ps.count(",") + 1 for ps in _written(vector, first, prefix))
+        elif (not prefix and first not in vector) or any(
+            not last and lexeme not in vector for lexeme, _, last in rest
+        ):
+            count = 0  # a phrase the row lacks a word of: no position read
+        else:
+            starts = _positions(vector, first, prefix)
+            for lexeme, offset, last in rest:
+                if not starts:
+                    break  # a long phrase stops at its first lexeme the row lacks
+                follow = set(_positions(vector, lexeme, last))
+                starts = [p for p in starts if p + offset in follow]
+            count = len(starts)
+        if count == 0:
+            return 0  # the fewest of the groups
+        fewest = count if fewest == 0 else min(fewest, count)
+    return fewest
 
 
 @dataclass
@@ -533,17 +547,20 @@ class Scoring:
         """The candidate ``rows`` (id, session_id, timestamp and :attr:`columns`) scored
         as FTS5's ``bm25()`` scores the query, best first, the best 1.0."""
         cands = []
+        sides = [(name, f"{name}_length", lookup, average) for name, lookup, average in self.sides]
+        sides = [side for side in sides if side[2]]
         for r in rows:
             total = 0.0
-            for name, lookup, average in self.sides:
+            for name, length_key, lookup, average in sides:
                 text = r.get(name)
-                if not text or not lookup:
+                if not text:
                     continue
                 vector = parse_vector(text)
-                length = int(r.get(f"{name}_length") or text_length(text))
+                length = int(r.get(length_key) or text_length(text))
                 for s in lookup.candidates(vector):
                     tf = term_frequency(vector, s.groups)
-                    total += s.times * s.idf * bm25.gain(tf, length, average)
+                    if tf:
+                        total += s.times * s.idf * bm25.gain(tf, length, average)
             if self.extra:
                 text = _text(r)
                 vector = parse_vector(r.get("word"))
