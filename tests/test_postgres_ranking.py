@@ -86,6 +86,24 @@ def test_vectors_and_phrases_read_as_the_server_writes_them() -> None:
     assert ranking.term_frequency(vector, ranking.phrase_patterns("('art') & ('boat')")) == 0
 
 
+def test_a_sample_counts_the_postings_a_gin_scan_reads() -> None:
+    """Every lexeme of a phrase is read, and every lexeme a prefix covers."""
+    sample = ranking.Sample(total=3)
+    sample.update(
+        [
+            (3, "'art':1 'show':2", None),
+            (2, "'art':1 'artist':3", None),
+            (1, "'boat':1", "'修改':1 '改':2"),
+        ]
+    )
+    side = sample.word
+    assert side.postings(ranking.phrase_patterns("'art'")) == 2
+    assert side.postings(ranking.phrase_patterns("'art' <-> 'show'")) == 3
+    assert side.postings(ranking.phrase_patterns("'art':*")) == 3
+    assert side.postings(ranking.phrase_patterns("'kite'")) == 0
+    assert sample.cjk.postings(ranking.phrase_patterns("'修改' <-> '改'")) == 2
+
+
 def fill(store: Any, rows: list[str], start: int = 0) -> None:
     for i, text in enumerate(rows, start=start):
         store.create_session(f"s{i}", started_at=1_700_000_000.0 + i)

@@ -220,6 +220,20 @@ class _Index:
     def copy(self) -> _Index:
         return _Index(dict(self.vectors), {k: set(v) for k, v in self.holders.items()}, self.tokens)
 
+    def postings(self, groups: Groups) -> int:
+        """The postings of the term's lexemes among the sampled rows: what a GIN scan for
+        it reads (every lexeme's list, each lexeme a prefix covers)."""
+        found = 0
+        for pattern in groups:
+            for lexeme, _, prefix in pattern:
+                if prefix:
+                    found += sum(
+                        len(h) for lex, h in self.holders.items() if lex.startswith(lexeme)
+                    )
+                else:
+                    found += len(self.holders.get(lexeme, ()))
+        return found
+
     def count(self, groups: Groups) -> int:
         """Sampled rows holding the term."""
         if len(groups) == 1 and len(groups[0]) == 1 and not groups[0][0][2]:
@@ -514,6 +528,20 @@ def rarity(
         found = stats.frequency("word", word.get(t, ())) + stats.frequency("cjk", cjk.get(t, ()))
         out[t] = float("inf") if found == 0 and stats.complete else found
     return out
+
+
+def postings(
+    conn: Conn, terms: Sequence[Term], stats: Sample, config: str, cjk_query: Any
+) -> float:
+    """The GIN postings a scan for ``terms`` reads, per row of the table, as the sample
+    holds them (every lexeme of every term, in the word and the CJK index; infinite
+    without a sample)."""
+    if not stats.rows:
+        return float("inf")
+    word, cjk = term_groups(conn, terms, config, cjk_query)
+    found = sum(stats.word.postings(g) for g in word.values())
+    found += sum(stats.cjk.postings(g) for g in cjk.values())
+    return found / stats.rows
 
 
 def holders(
