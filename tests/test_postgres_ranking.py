@@ -226,6 +226,35 @@ def test_a_large_tenant_keeps_its_newest_rows_as_statistics(
     found = pg.search_sessions("When does the zanzibar ferry leave?")
     assert found and found[0]["session_id"] == "old"
     with pg.connection() as conn:
-        sample, total = ranking.sample(conn, pg.namespace)
+        sample, total, _ = ranking.sample(conn, pg.namespace)
     assert sample.rows == ranking.SAMPLE_ROWS and not sample.complete
     assert sample.total == total == ranking.SAMPLE_ROWS + 101
+
+
+@pytest.mark.postgres
+def test_postings_per_row_as_a_walk_weighs_a_gin_scan(
+    pair: tuple[SessionStore, PostgresSessionStore],
+) -> None:
+    """Per row of the sample, every lexeme of the terms; a phrase (a CJK word's bigrams)
+    is not estimated (infinite), as its scan also rereads rows holding its lexemes."""
+    from memstrata.query.compile import compile_query
+    from memstrata.store.postgres.schema import TS_CONFIG
+    from memstrata.store.postgres.search import cjk_tsquery
+
+    _, pg = pair
+    pg.create_session("s")
+    pg.append_messages(
+        "s",
+        [
+            {"role": "user", "content": "walrus and kite"},
+            {"role": "user", "content": "walrus alone"},
+            {"role": "user", "content": "数据库迁移"},
+            {"role": "user", "content": "nothing here"},
+        ],
+    )
+    with pg.connection() as conn:
+        sample, _, _ = ranking.sample(conn, pg.namespace)
+        words = list(compile_query("walrus kite").tree.positive_terms())  # type: ignore[union-attr]
+        assert ranking.postings(conn, words, sample, TS_CONFIG, cjk_tsquery) == 3 / 4
+        cjk = list(compile_query("迁移数据").tree.positive_terms())  # type: ignore[union-attr]
+        assert ranking.postings(conn, cjk, sample, TS_CONFIG, cjk_tsquery) == float("inf")

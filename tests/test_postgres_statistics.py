@@ -153,7 +153,7 @@ def test_probes_count_a_common_term_as_common_and_return_all_of_a_rare_one(dsn: 
         assert tree is not None
         terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
         with store.connection() as conn:
-            _, total = ranking.sample(conn, "probe")
+            _, total, _ = ranking.sample(conn, "probe")
             assert total == 13 * 50
             probed = pg_search.Probed(total)
             probed.add(conn, "probe", [a for t in terms for a in t.arms])

@@ -551,7 +551,8 @@ def test_a_window_is_read_through_the_indexes_only_where_that_costs_less() -> No
     phrase of two lexemes in 0.3 % each does not; a dense term never does."""
 
     def sparse(found: int, scanned: int, window: int, table: int, postings: float) -> bool:
-        return pg_search._sparse(found, scanned, window, pg_search.Hint("", (), table, postings))
+        hint = pg_search.Hint("", (), table, postings, pg_search.GIN_ENTRY_COST)
+        return pg_search._sparse(found, scanned, window, hint)
 
     assert sparse(18, 2000, 8000, 100_000, 0.009)
     assert not sparse(18, 2000, 8000, 2_000_000, 0.009)
@@ -559,6 +560,53 @@ def test_a_window_is_read_through_the_indexes_only_where_that_costs_less() -> No
     assert not sparse(2, 2000, 8000, 1_000_000, 0.006)
     assert not sparse(400, 2000, 8000, 100_000, 0.2)
     assert not sparse(0, 0, 2000, 100_000, 0.0)  # nothing read yet: no rate
+    # Without the tenant's key (a tenant that is most of the table) postings cost less:
+    # the phrase above goes through the indexes at 1M.
+    free = pg_search.Hint("", (), 1_000_000, 0.006, pg_search.GIN_FREE_COST)
+    assert pg_search._sparse(2, 2000, 8000, free)
+
+
+def test_a_tenant_that_is_most_of_the_table_reads_gin_without_its_key(
+    private_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the table's statistics say a tenant holds most of its rows, its searches
+    scan the GIN indexes without the tenant's key; a small tenant beside it keeps the
+    key. Either way each finds only its own rows."""
+    keyed: dict[str, bool] = {}
+    probe = pg_search._probe
+
+    def spy(conn: Any, ns: str, *args: Any, **kwargs: Any) -> Any:
+        keyed[ns] = kwargs["keyed"]
+        return probe(conn, ns, *args, **kwargs)
+
+    monkeypatch.setattr(pg_search, "_probe", spy)
+    with (
+        PostgresSessionStore(private_dsn, namespace="big") as big,
+        PostgresSessionStore(private_dsn, namespace="small") as small,
+    ):
+        big.create_session("a")
+        small.create_session("b")
+        mine = big.append_messages(
+            "a", [{"role": "user", "content": f"walrus note {i}"} for i in range(90)]
+        )
+        theirs = small.append_messages(
+            "b", [{"role": "user", "content": f"walrus again {i}"} for i in range(10)]
+        )
+        with big.connection() as conn:
+            conn.execute("ANALYZE messages")
+        found: dict[str, set[int]] = {}
+        for store, query in ((big, "walrus note"), (small, "walrus again")):
+            with store.connection() as conn:
+                # The candidates themselves (the hits are read by tenant again).
+                cands = pg_search.collect_candidates(
+                    conn, store.namespace, compile_query(query), make_filters(), k=100, order="rank"
+                )
+            found[store.namespace] = {c.id for c in cands}
+            assert {h["id"] for h in store.search_messages(query, limit=100)} == found[
+                store.namespace
+            ]
+    assert keyed == {"big": False, "small": True}
+    assert found == {"big": set(mine), "small": set(theirs)}
 
 
 def test_walk_gives_up_when_matches_are_rare_and_old(
@@ -596,7 +644,7 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
     assert tree is not None
     terms = [pg_search.term_sql(t, substrings=False) for t in tree.positive_terms()]
     with pg.connection() as conn:
-        _, total = ranking.sample(conn, pg.namespace)
+        _, total, _ = ranking.sample(conn, pg.namespace)
         probed = pg_search.Probed(total)
         probed.add(conn, pg.namespace, [a for t in terms for a in t.arms])
     gannet, puffin = terms

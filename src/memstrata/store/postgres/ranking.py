@@ -326,16 +326,18 @@ _lexemes: OrderedDict[str, Groups] = OrderedDict()
 _lock = threading.Lock()
 
 
-def sample(conn: Conn, ns: str) -> tuple[Sample, int]:
+def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     """The tenant's sample, brought up to date (one statement when nothing was written
-    since the last search of this process, two otherwise), and the tenant's size as its
+    since the last search of this process, two otherwise), the tenant's size as its
     sessions' counters say (read in the same statement: the one read of it a search
-    makes, see :class:`memstrata.store.postgres.search.Probed`)."""
+    makes, see :class:`memstrata.store.postgres.search.Probed`) and the table's, every
+    tenant's, as the planner's statistics last counted it (0 before any)."""
     row = conn.execute(
         "SELECT current_schema() AS schema, "
         "(SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total, "
         "(SELECT id FROM messages WHERE namespace = ANY(%s) "
-        "ORDER BY namespace DESC, id DESC LIMIT 1) AS newest",
+        "ORDER BY namespace DESC, id DESC LIMIT 1) AS newest, "
+        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'messages'::regclass) AS tabled",
         (ns, [ns]),
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
@@ -344,6 +346,8 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int]:
     info = conn.info
     key = (info.host, str(info.port), info.dbname, str(row["schema"]), ns)
     total, newest = int(row["total"]), int(row["newest"] or 0)
+    # reltuples is -1 (0 before PostgreSQL 14) until the table's first ANALYZE or VACUUM.
+    table = max(int(row["tabled"] or 0), 0)
     with _lock:
         known = _samples.get(key)
     if known is None or newest < known.newest or total < known.total:
@@ -355,7 +359,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int]:
         with _lock:
             if key in _samples:
                 _samples.move_to_end(key)
-        return known, total
+        return known, total, table
     if newest > known.newest or not known.ids:
         # "namespace = ANY" with ORDER BY namespace: the tenant's id index read backwards.
         fresh = conn.execute(
@@ -369,7 +373,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int]:
         _samples[key] = known
         while len(_samples) > CACHED_TENANTS:
             _samples.popitem(last=False)
-    return known, total
+    return known, total, table
 
 
 def word_groups(conn: Conn, texts: Sequence[str], config: str) -> dict[str, Groups]:
@@ -534,11 +538,15 @@ def postings(
     conn: Conn, terms: Sequence[Term], stats: Sample, config: str, cjk_query: Any
 ) -> float:
     """The GIN postings a scan for ``terms`` reads, per row of the table, as the sample
-    holds them (every lexeme of every term, in the word and the CJK index; infinite
-    without a sample)."""
+    holds them (every lexeme of every term, in the word and the CJK index). Infinite
+    without a sample, and for a phrase (a CJK word's bigrams, a compound): its scan also
+    reads again every row holding all its lexemes, in any order, which no sample of a
+    few hundred rows tells."""
     if not stats.rows:
         return float("inf")
     word, cjk = term_groups(conn, terms, config, cjk_query)
+    if any(len(p) > 1 for side in (word, cjk) for g in side.values() for p in g):
+        return float("inf")
     found = sum(stats.word.postings(g) for g in word.values())
     found += sum(stats.cjk.postings(g) for g in cjk.values())
     return found / stats.rows

@@ -61,6 +61,15 @@ MAX_WALK = 16_000
 # _sparse): at 100k messages a window of 8,000 rows holding 70 matches took 2.3 against
 # 10.8 ms.
 GIN_ENTRY_COST = 2
+# The same without the tenant's key (a tenant that is most of the table, see
+# DOMINANT_SHARE): the term's postings alone, 0.2-0.3 us each at 100k-1M messages.
+GIN_FREE_COST = 0.25
+# A tenant holding at least this share of the table's rows searches the GIN indexes
+# without its own key: a (namespace, term) index intersects the term's postings with the
+# tenant's, whose list is then most of the table, and reading that list was most of a
+# GIN scan (a term in 7,740 of 1M rows: 10-19 ms with the key, 2 ms without); the few
+# other tenants' rows the scan then finds are dropped when their rows are read.
+DOMINANT_SHARE = 0.75
 # The tenant's newest rows that tell common terms from rare ones (see _probe), and the
 # fewest of them a term must be found in to pass for common.
 SAMPLE_ROWS = 2000
@@ -230,9 +239,17 @@ def tree_sql(node: Node, substrings: set[Term] | None = None) -> tuple[str, list
     )
 
 
-def filter_sql(ns: str, filters: Filters) -> tuple[str, list[Any]]:
-    """The tenant and the row filters as a WHERE fragment over ``messages m``."""
-    clauses = ["m.namespace = %s"]
+def tenant_sql(keyed: bool = True) -> str:
+    """The tenant's clause over ``messages m`` (one value). ``keyed=False``: the same
+    test where no index can serve it, so that a GIN scan reads only the terms' postings,
+    not the tenant's key as well (see DOMINANT_SHARE)."""
+    return "m.namespace = %s" if keyed else "(m.namespace = %s) IS TRUE"
+
+
+def filter_sql(ns: str, filters: Filters, *, keyed: bool = True) -> tuple[str, list[Any]]:
+    """The tenant and the row filters as a WHERE fragment over ``messages m``
+    (``keyed``: see :func:`tenant_sql`)."""
+    clauses = [tenant_sql(keyed)]
     params: list[Any] = [ns]
     if not filters.include_inactive:
         # Rewound or undone rows are hidden; compaction-archived rows stay findable.
@@ -279,8 +296,6 @@ class Sample:
     rows: int
     low: int | None
     ids: list[int] = field(default_factory=list)
-    # The messages table's rows, every tenant's (the planner's estimate, pg_class).
-    table: int = 0
 
 
 @dataclass
@@ -293,6 +308,9 @@ class Hint:
     params: Sequence[Any]
     table: int
     postings: float
+    # What reading one posting costs, in walked rows (GIN_ENTRY_COST, or GIN_FREE_COST
+    # for a scan without the tenant's key, see tenant_sql).
+    entry_cost: float = 0.0
 
 
 def _probe(
@@ -303,6 +321,7 @@ def _probe(
     where: tuple[str, Sequence[Any]] = ("TRUE", ()),
     *,
     total: int,
+    keyed: bool = True,
 ) -> tuple[list[list[int] | None], list[list[int]], Sample]:
     """Which arms (one index's predicate each) are common, and every id of the others,
     in one statement, for a tenant of ``total`` rows.
@@ -343,7 +362,7 @@ def _probe(
         # plain subquery with LIMIT may be planned as a walk of the tenant's id index.
         return (
             f"CASE WHEN NOT ({common}{shut}) THEN ARRAY(WITH x AS MATERIALIZED "
-            f"(SELECT m.id FROM messages m WHERE m.namespace = %s AND {arms[i][0]}) "
+            f"(SELECT m.id FROM messages m WHERE {tenant_sql(keyed)} AND {arms[i][0]}) "
             f"SELECT id FROM x LIMIT {COMMON_DF}) END AS a{i}"
         )
 
@@ -369,8 +388,7 @@ def _probe(
         "WHERE m.namespace = ANY(%s) ORDER BY m.namespace DESC, m.id DESC "
         f"LIMIT {size}), "
         f"c AS MATERIALIZED (SELECT count(*) AS n, min(id) AS low, max(id) AS high{counts}, "
-        "%s::bigint AS total, (SELECT reltuples::bigint FROM pg_class "
-        "WHERE oid = 'messages'::regclass) AS table_rows FROM s), "
+        "%s::bigint AS total FROM s), "
         "p AS MATERIALIZED (SELECT c.*" + "".join(", " + probe(i) for i in free) + " FROM c)"
     )
     if gated:
@@ -404,20 +422,21 @@ def _probe(
     seen = [[int(x) for x in row[f"s{i}"] or ()] for i in range(len(arms))]
     rows = int(row["n"])
     low = int(row["low"]) if rows >= size else None
-    # reltuples is -1 (or 0) before the table's first ANALYZE or VACUUM.
-    table = max(int(row["table_rows"] or 0), total)
-    return ids, seen, Sample(rows, low, table=table)
+    return ids, seen, Sample(rows, low)
 
 
 class Probed:
     """What :func:`_probe` found of each arm, keyed by the arm's SQL and values."""
 
-    def __init__(self, total: int) -> None:
-        # total: the tenant's size, read once per search (see ranking.sample).
+    def __init__(self, total: int, table: int = 0, *, keyed: bool = True) -> None:
+        # total: the tenant's size, read once per search (see ranking.sample); table:
+        # every tenant's (at least the tenant's); keyed: see tenant_sql.
         self.ids: dict[str, list[int] | None] = {}
         self.seen: dict[str, list[int]] = {}
         self.sampled = Sample(0, None)
         self.total = total
+        self.table = max(table, total)
+        self.keyed = keyed
 
     def add(
         self,
@@ -442,6 +461,7 @@ class Probed:
             [[index[_key(g)] for g in gate_of.get(k, ()) if _key(g) in index] for k in keys],
             where,
             total=self.total,
+            keyed=self.keyed,
         )
         self.ids.update(zip(keys, found, strict=True))
         self.seen.update(zip(keys, seen, strict=True))
@@ -452,7 +472,7 @@ class Probed:
         each = [{i for arm in t.arms for i in self.seen.get(_key(arm), ())} for t in terms]
         held = set.intersection(*each) if joiner == " AND " else set().union(*each)
         ids = sorted(held.difference(exclude), reverse=True)
-        return Sample(self.sampled.rows, self.sampled.low, ids, self.sampled.table)
+        return Sample(self.sampled.rows, self.sampled.low, ids)
 
     def probed(self, arm: tuple[str, list[Any]]) -> bool:
         """Whether the arm was probed (not common, not gated off)."""
@@ -628,7 +648,7 @@ def _sparse(found: int, scanned: int, window: int, hint: Hint) -> bool:
     rate = found / scanned
     # The sample's postings (its newest rows) or the walk's matches, whichever is more:
     # a term too rare for the sample to hold still has the postings of its matches.
-    gin = max(hint.postings, rate) * hint.table * GIN_ENTRY_COST
+    gin = max(hint.postings, rate) * hint.table * hint.entry_cost
     return gin + rate * window * BITMAP_ROW_COST <= window / 2
 
 
@@ -752,9 +772,9 @@ class Sampled:
     little, a transcript is also read by its last turn, or expansions add subqueries."""
 
     def __init__(self) -> None:
-        self.known: tuple[ranking.Sample, int] | None = None
+        self.known: tuple[ranking.Sample, int, int] | None = None
 
-    def read(self, conn: Conn, ns: str) -> tuple[ranking.Sample, int]:
+    def read(self, conn: Conn, ns: str) -> tuple[ranking.Sample, int, int]:
         if conn.isolation_level != psycopg.IsolationLevel.REPEATABLE_READ:
             return ranking.sample(conn, ns)
         if self.known is None:
@@ -785,7 +805,7 @@ def collect_candidates(
             if order != "rank":
                 return _collect(conn, ns, bound_query(compiled), filters, k=k, order=order)
             # Ranked: every term scores the candidates, the rarest find them.
-            stats, total = (sampled or Sampled()).read(conn, ns)
+            stats, total, table = (sampled or Sampled()).read(conn, ns)
             terms = list(dict.fromkeys(compiled.tree.positive_terms()))
             rarity = ranking.rarity(conn, terms, stats, TS_CONFIG, cjk_tsquery)
             bounded = bound_query(compiled, rarity=rarity)
@@ -798,6 +818,7 @@ def collect_candidates(
                 order=order,
                 stats=(stats, terms, compiled),
                 total=total,
+                table=table,
             )
     except psycopg.errors.QueryCanceled as exc:
         raise SessionStoreError(
@@ -819,9 +840,13 @@ def _collect(
     order: Order,
     stats: tuple[ranking.Sample, list[Term], CompiledQuery] | None = None,
     total: int = 0,
+    table: int = 0,
 ) -> list[Candidate]:
     assert compiled.tree is not None
-    where, params = filter_sql(ns, filters)
+    # A tenant that is most of the table searches its GIN indexes without its own key
+    # (see DOMINANT_SHARE); rows are still filtered by tenant, the answers the same.
+    dominant = stats is not None and 0 < table <= total / DOMINANT_SHARE
+    where, params = filter_sql(ns, filters, keyed=not dominant)
     allowed = substring_budget(list(dict.fromkeys(compiled.tree.terms())))
     pred, pred_params = tree_sql(compiled.tree, allowed)
     if order != "rank":
@@ -835,7 +860,7 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
-    probed = Probed(total)
+    probed = Probed(total, max(table, total), keyed=not dominant)
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
         # term only when the word index does not know the term at all: its trigram arm
@@ -924,12 +949,14 @@ def _hint(
     tenant's newest rows found of each term (a term the ranking sample is too small to
     hold). A substring arm's trigram postings are in neither: such a predicate never
     passes for sparse."""
+    cost = GIN_ENTRY_COST if probed.keyed else GIN_FREE_COST
     if " ILIKE " in pred:
-        return Hint(pred, params, probed.sampled.table, float("inf"))
+        return Hint(pred, params, probed.table, float("inf"), cost)
     lexemes = ranking.postings(conn, [t.term for t in terms], sample, TS_CONFIG, cjk_tsquery)
     rows = probed.sampled.rows
     found = sum(len(probed.seen.get(_key(arm), ())) for t in terms for arm in t.arms)
-    return Hint(pred, params, probed.sampled.table, max(lexemes, found / rows if rows else 0.0))
+    postings = max(lexemes, found / rows if rows else 0.0)
+    return Hint(pred, params, probed.table, postings, cost)
 
 
 def _tested(pred: str) -> str:
