@@ -117,6 +117,7 @@ def test_without_the_store_the_planner_would_guess(
     """The control: the same writes with the store's passes held back leave the planner
     with no statistics, estimating a small fraction of the tenant."""
     monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
     monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
     write(dsn, "unkept", ROWS)
     estimate, stats = estimated_rows(dsn, "unkept")
@@ -207,19 +208,27 @@ def test_without_the_writers_pass_rows_wait_in_the_pending_lists(
 def test_a_bulk_load_is_analyzed_and_merged_at_its_end_not_at_every_pass(
     dsn: str, monkeypatch: pytest.MonkeyPatch, naptime: float | None
 ) -> None:
-    """Within NAPTIME_S of its first pass a writer starts no other (a merge beside
-    writers costs more than their own flushes); its close() analyzes, vacuums and
-    merges the whole load (control: with no naptime, a pass every CHECK_EVERY writes)."""
+    """Within NAPTIME_S of its first pass a writer merges and vacuums nothing (a merge
+    beside writers costs more than their own flushes), and analyzes only each time its
+    writes doubled (GROWN_ROWS); its close() analyzes, vacuums and merges the whole load
+    (control: with no naptime, a pass every CHECK_EVERY writes)."""
     if naptime is not None:
         monkeypatch.setattr(maintenance, "NAPTIME_S", naptime)
     monkeypatch.setattr(maintenance, "CHECK_EVERY", 20)
     with PostgresSessionStore(dsn, namespace="load", durability="normal") as store:
         keeper = store._keeper  # the passes it ran are what is tested
         write_sessions(store, ROWS)
+        # Before close(): the statistics count a good part of the tenant (a pass asks
+        # each time the writer doubled its writes, and analyzes when the tenant is
+        # counted at half its size or less).
+        estimate, _ = estimated_rows(dsn, "load")
     # The last pass is close()'s, the others ran during the load.
     during = [sql for p in keeper.passes[:-1] for sql in p]
     if naptime is None:
-        assert during == [], keeper.passes
+        # Asked at 500, 1,000, 2,000 and 4,000 messages of 6,000: analysis only, when
+        # the tenant was counted short.
+        assert set(during) == {"ANALYZE messages"} and len(during) >= 2, keeper.passes
+        assert estimate >= ROWS / 3, estimate
         assert "VACUUM (ANALYZE) messages" in keeper.passes[-1], keeper.passes
         estimate, stats = estimated_rows(dsn, "load")
         assert estimate >= ROWS / 2 and stats["last_vacuum"] is not None, (estimate, stats)
@@ -263,3 +272,26 @@ def test_a_role_that_does_not_own_the_indexes_keeps_writing_and_searching(dsn: s
         with psycopg.connect(DSN, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_grown_tenant_is_analyzed_only_when_the_statistics_count_it_short(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new tenant beside one the statistics know well: the table's counters call its
+    rows a small change, but the grown pass analyzes it; asked again once counted, it
+    does nothing (another writer of the tenant analyzed already)."""
+    write(dsn, "known", 4_000)  # close() analyzes the table with this tenant in it
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row)
+
+    monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
+    monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
+    write(dsn, "newcomer", 300)
+    assert estimated_rows(dsn, "newcomer")[0] < 150
+    with connect() as conn:
+        assert maintenance.due(conn, 300) == []  # 300 new rows: little for the table
+    assert maintenance.keep_statistics(connect, grown="newcomer") == ["ANALYZE messages"]
+    assert estimated_rows(dsn, "newcomer")[0] >= 150
+    assert maintenance.keep_statistics(connect, grown="newcomer") == []

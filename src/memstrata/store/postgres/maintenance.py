@@ -256,6 +256,26 @@ MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
 CHECK_EVERY = 200
 MERGE_ROWS = 500
 NAPTIME_S = 60.0
+# Except: each time a store's own writes doubled since it last asked (from GROWN_ROWS
+# on), it asks how many rows the planner's statistics give its tenant and, at half the
+# tenant's size or less, analyzes messages now, naptime or not, whatever the table's
+# counters say and whoever looks after the table: a new tenant in a large table is a
+# small change to those counters, and plans made while the statistics barely count a
+# tenant read its rows where an index would have found a few. Such passes merge
+# nothing; a load of N messages runs at most log2(N / GROWN_ROWS) of them, and of
+# several writers of one tenant only the first to find it counted short analyzes.
+GROWN_ROWS = 500
+# The planner's estimate of a tenant's messages (the namespace's frequency in the
+# table's statistics times its rows) and the tenant's size by its sessions' counters:
+# what a grown pass checks first, so that of several processes writing one tenant only
+# the first to find it undercounted analyzes.
+_TENANT_COUNTED = (
+    "SELECT (SELECT coalesce(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
+    "AS size, greatest((SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass), 0) "
+    "* coalesce((SELECT u.f FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
+    "s.most_common_freqs) AS u(v, f) WHERE s.schemaname = current_schema() "
+    "AND s.tablename = 'messages' AND s.attname = 'namespace' AND u.v = %s), 0) AS counted"
+)
 
 _UNAUTOVACUUMED = (
     "SELECT c.relname AS name, s.n_mod_since_analyze AS changed, "
@@ -298,10 +318,14 @@ def keep_statistics(
     unvacuumed: int | None = None,
     *,
     merge: bool = False,
+    grown: str | None = None,
 ) -> list[str]:
     """Run what :func:`due` finds, unless another process is at it; return what ran.
 
-    ``written``, ``unvacuumed``: see :func:`due`. ``merge``: merge the GIN pending
+    ``written``, ``unvacuumed``: see :func:`due`. ``grown`` (a tenant): only ``ANALYZE
+    messages``, when the statistics count the tenant at half its size or less, whatever
+    the table's counters say and whoever looks after the table (see GROWN_ROWS).
+    ``merge``: merge the GIN pending
     lists too (a VACUUM of messages merges them itself). The lists take 4 MB (see
     memstrata.store.postgres.schema.GIN_PENDING_LIST_KB) and every search reads them,
     so a writer merges them in its passes (:class:`Keeper`), whether or not autovacuum
@@ -315,8 +339,13 @@ def keep_statistics(
         if not got or not got["got"]:
             return []
         try:
-            statements = due(conn, written, unvacuumed)
-            if merge and "VACUUM (ANALYZE) messages" not in statements:
+            if grown is not None:
+                row = conn.execute(_TENANT_COUNTED, (grown, grown)).fetchone()
+                short = row is not None and float(row["counted"]) <= float(row["size"]) / 2
+                statements = ["ANALYZE messages"] if short else []
+            else:
+                statements = due(conn, written, unvacuumed)
+            if merge and grown is None and "VACUUM (ANALYZE) messages" not in statements:
                 statements.append(MERGE_PENDING)
             for sql in statements:
                 conn.execute(sql)
@@ -335,8 +364,11 @@ class Keeper:
     statistics fresh.
     """
 
-    def __init__(self, connect: Callable[[], Conn]) -> None:
+    def __init__(self, connect: Callable[[], Conn], namespace: str | None = None) -> None:
+        # namespace: the store's tenant, whose growth may call for a pass of its own
+        # (GROWN_ROWS); None: none such.
         self._connect = connect
+        self._namespace = namespace
         self._lock = threading.Lock()
         self._writes = 0
         self._checked = 0
@@ -346,7 +378,12 @@ class Keeper:
         self._rows = 0
         self._unanalyzed = 0
         self._unvacuumed = 0
+        self._written = 0
+        # What the store had written when it last asked whether its tenant is counted.
+        self._asked = 0
         self._at_start = (0, 0, 0)
+        # Whether the pass starting is one GROWN_ROWS asks for within the naptime.
+        self._grown = False
         # When the last pass during writes began (time.monotonic()), None: none yet.
         self._began: float | None = None
         self._thread: threading.Thread | None = None
@@ -360,15 +397,27 @@ class Keeper:
             self._rows += messages
             self._unanalyzed += messages
             self._unvacuumed += messages
+            self._written += messages
             if (self._writes - 1) % CHECK_EVERY and self._rows < MERGE_ROWS:
                 return
             if self._thread is not None and self._thread.is_alive():
                 return
             now = time.monotonic()
-            if self._began is not None and now - self._began < NAPTIME_S:
+            grown = self._namespace is not None and self._written - self._asked >= max(
+                GROWN_ROWS, self._asked
+            )
+            napping = self._began is not None and now - self._began < NAPTIME_S
+            if napping and not grown:
                 return
-            self._began = now
-            self._begin()
+            if napping:
+                # Statistics only: what is left to merge, and the writes close() must
+                # see a pass for, stay counted for the next full pass.
+                self._at_start = (0, self._unanalyzed, 0)
+                self._grown = True
+                self._asked = self._written
+            else:
+                self._began = now
+                self._begin()
             self._thread = threading.Thread(
                 target=self._run, name="memstrata-statistics", daemon=True
             )
@@ -378,12 +427,16 @@ class Keeper:
         # Under the lock: what the pass starting now covers.
         self._checked = self._writes
         self._at_start = (self._rows, self._unanalyzed, self._unvacuumed)
+        self._grown = False
         self._rows = 0
 
     def _run(self) -> None:
         rows, unanalyzed, unvacuumed = self._at_start
+        grown = self._namespace if self._grown else None
         try:
-            ran = keep_statistics(self._connect, unanalyzed, unvacuumed, merge=rows > 0)
+            ran = keep_statistics(
+                self._connect, unanalyzed, unvacuumed, merge=rows > 0, grown=grown
+            )
         except Exception as exc:  # the next pass retries; a write never fails for this
             self.error = exc
             return

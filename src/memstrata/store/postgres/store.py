@@ -104,8 +104,9 @@ class PostgresSessionStore(BaseSessionStore):
             connect_timeout=connect_timeout,
         )
         # Planner statistics, the visibility map and GIN pending lists, kept by the store
-        # itself when the server's autovacuum is off for its tables.
-        self._keeper = maintenance.Keeper(self._db.direct)
+        # itself when the server's autovacuum is off for its tables (and the tenant's
+        # share of the statistics whoever keeps them, see maintenance.GROWN_ROWS).
+        self._keeper = maintenance.Keeper(self._db.direct, self._namespace)
         try:
             self._vectors = _pgvector.ServerVectors(
                 self._db.direct, self._namespace, wanted=pgvector
