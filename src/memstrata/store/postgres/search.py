@@ -366,19 +366,24 @@ def _probe(
             f"SELECT id FROM x LIMIT {COMMON_DF}) END AS a{i}"
         )
 
+    def tested(i: int) -> str:
+        # A gated arm tested on the sampled rows, read again as the sample's id range (in
+        # id order: cheaper than a lookup per id), the arm a test of each (_tested: the
+        # planner would rather fetch its every match through GIN). A CTE of its own,
+        # read once and only when the arm's gates found nothing: joined to the sample
+        # inside the arm's CASE, statistics that made the tenant look tiny had the range
+        # read again for every sampled row (2 s at 3,000 messages).
+        return (
+            f"t{i} AS MATERIALIZED (SELECT m.id FROM p, messages m WHERE m.namespace = ANY(%s) "
+            f"AND m.id >= p.low AND m.id <= p.high AND {_tested(arms[i][0])})"
+        )
+
     def sampled(i: int) -> str:
-        # A gated arm on the sampled rows, read again, only when its gates found nothing:
-        # the ids matching it (NULL where a row fails the filters), newest first. Each
-        # sampled row is read again by its id (LATERAL: one index lookup per row, the
-        # arm a test of it, _tested: the planner would rather fetch its every match
-        # through GIN). Read as the sample's id range joined to it, statistics that
-        # make the tenant look tiny (a new tenant the last ANALYZE did not see) had the
-        # range read again for every sampled row: 2 s at 3,000 messages.
+        # The gated arm's matches among the sampled rows (NULL where a row fails the
+        # filters), newest first, when its gates found nothing.
         return (
             f"CASE WHEN NOT ({closed(i)}) THEN ARRAY(SELECT CASE WHEN s.f THEN s.id END "
-            "FROM s CROSS JOIN LATERAL (SELECT 1 FROM messages m WHERE m.id = s.id "
-            f"AND m.namespace = ANY(%s) AND {_tested(arms[i][0])}) t "
-            f"ORDER BY s.id DESC) END AS g{i}"
+            f"FROM s JOIN t{i} ON t{i}.id = s.id ORDER BY s.id DESC) END AS g{i}"
         )
 
     # The sample: the tenant's newest rows read backwards on idx_messages_ns_id
@@ -394,7 +399,8 @@ def _probe(
     )
     if gated:
         sql += (
-            ", q AS MATERIALIZED (SELECT p.*"
+            "".join(", " + tested(i) for i in gated)
+            + ", q AS MATERIALIZED (SELECT p.*"
             + "".join(", " + sampled(i) for i in gated)
             + " FROM p), r AS MATERIALIZED (SELECT q.*"
             + "".join(
