@@ -122,8 +122,11 @@ def _assert_clean(result: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def seeded_home(memstrata_home: Path) -> Path:
-    """A home with an entry and a session, so commands have something to act on."""
+def seeded_home(memstrata_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home with an entry and a session, so commands have something to act on, and
+    the working directory beside it: a generated command line may write a file where it
+    stands (``export --output -h`` wrote one named ``-h`` into the checkout)."""
+    monkeypatch.chdir(memstrata_home.parent)
     FileMemory(memstrata_home).add("memory", "The deploy script lives in ops/deploy.sh")
     with SessionStore(memstrata_home / "state.db") as store:
         store.create_session("20260301_120000_abcdef", source="cli")
