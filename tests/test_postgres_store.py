@@ -528,7 +528,7 @@ def test_sparse_windows_find_the_rows_the_walk_tests(
                 give_up=False,
                 # Windows this small never pay for a GIN scan (see the next test):
                 # its postings taken as free.
-                hint=pg_search.Hint(pred, pred_params, n, 0.0),
+                hint=pg_search.Hint(pred, pred_params, n, 0.0, pg_search.GIN_ENTRY_COST),
             )
             assert len(sparse_reads) > before, query  # the sparse path was taken
             truth = [

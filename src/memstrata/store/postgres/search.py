@@ -310,7 +310,7 @@ class Hint:
     postings: float
     # What reading one posting costs, in walked rows (GIN_ENTRY_COST, or GIN_FREE_COST
     # for a scan without the tenant's key, see tenant_sql).
-    entry_cost: float = 0.0
+    entry_cost: float
 
 
 def _probe(
