@@ -17,7 +17,12 @@ import psycopg
 
 from memstrata.query.cjk import CJK_RUN
 from memstrata.store.postgres.messages import cjk_row
-from memstrata.store.postgres.schema import GIN_INDEXES, SEARCH_INDEXES
+from memstrata.store.postgres.schema import (
+    GIN_INDEXES,
+    SEARCH_INDEXES,
+    TABLE_MESSAGES,
+    TENANT_MESSAGES,
+)
 
 if TYPE_CHECKING:
     from memstrata.store.postgres.database import Database
@@ -270,8 +275,7 @@ GROWN_ROWS = 500
 # what a grown pass checks first, so that of several processes writing one tenant only
 # the first to find it undercounted analyzes.
 _TENANT_COUNTED = (
-    "SELECT (SELECT coalesce(sum(message_count), 0) FROM sessions WHERE namespace = %s) "
-    "AS size, greatest((SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass), 0) "
+    f"SELECT {TENANT_MESSAGES} AS size, {TABLE_MESSAGES} "
     "* coalesce((SELECT u.f FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
     "s.most_common_freqs) AS u(v, f) WHERE s.schemaname = current_schema() "
     "AND s.tablename = 'messages' AND s.attname = 'namespace' AND u.v = %s), 0) AS counted"
@@ -325,12 +329,11 @@ def keep_statistics(
     ``written``, ``unvacuumed``: see :func:`due`. ``grown`` (a tenant): only ``ANALYZE
     messages``, when the statistics count the tenant at half its size or less, whatever
     the table's counters say and whoever looks after the table (see GROWN_ROWS).
-    ``merge``: merge the GIN pending
-    lists too (a VACUUM of messages merges them itself). The lists take 4 MB (see
-    memstrata.store.postgres.schema.GIN_PENDING_LIST_KB) and every search reads them,
-    so a writer merges them in its passes (:class:`Keeper`), whether or not autovacuum
-    runs. ``connect`` opens a connection of its own (autocommit: VACUUM
-    refuses to run in a transaction), closed afterwards.
+    ``merge``: merge the GIN pending lists too (a VACUUM of messages merges them itself).
+    The lists take 4 MB (see memstrata.store.postgres.schema.GIN_PENDING_LIST_KB) and
+    every search reads them, so a writer merges them in its passes (:class:`Keeper`),
+    whether or not autovacuum runs. ``connect`` opens a connection of its own
+    (autocommit: VACUUM refuses to run in a transaction), closed afterwards.
     """
     with connect() as conn:
         got = conn.execute(
@@ -382,8 +385,6 @@ class Keeper:
         # What the store had written when it last asked whether its tenant is counted.
         self._asked = 0
         self._at_start = (0, 0, 0)
-        # Whether the pass starting is one GROWN_ROWS asks for within the naptime.
-        self._grown = False
         # When the last pass during writes began (time.monotonic()), None: none yet.
         self._began: float | None = None
         self._thread: threading.Thread | None = None
@@ -410,16 +411,15 @@ class Keeper:
             if napping and not grown:
                 return
             if napping:
-                # Statistics only: what is left to merge, and the writes close() must
-                # see a pass for, stay counted for the next full pass.
+                # Statistics only (GROWN_ROWS): what is left to merge, and the writes
+                # close() must see a pass for, stay counted for the next full pass.
                 self._at_start = (0, self._unanalyzed, 0)
-                self._grown = True
                 self._asked = self._written
             else:
                 self._began = now
                 self._begin()
             self._thread = threading.Thread(
-                target=self._run, name="memstrata-statistics", daemon=True
+                target=self._run, args=(napping,), name="memstrata-statistics", daemon=True
             )
             self._thread.start()
 
@@ -427,15 +427,18 @@ class Keeper:
         # Under the lock: what the pass starting now covers.
         self._checked = self._writes
         self._at_start = (self._rows, self._unanalyzed, self._unvacuumed)
-        self._grown = False
         self._rows = 0
 
-    def _run(self) -> None:
+    def _run(self, grown: bool = False) -> None:
+        # grown: the pass GROWN_ROWS asks for within the naptime (statistics only).
         rows, unanalyzed, unvacuumed = self._at_start
-        grown = self._namespace if self._grown else None
         try:
             ran = keep_statistics(
-                self._connect, unanalyzed, unvacuumed, merge=rows > 0, grown=grown
+                self._connect,
+                unanalyzed,
+                unvacuumed,
+                merge=rows > 0,
+                grown=self._namespace if grown else None,
             )
         except Exception as exc:  # the next pass retries; a write never fails for this
             self.error = exc

@@ -44,6 +44,7 @@ from memstrata.store import bm25
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
 from memstrata.store.postgres.codec import sqlite_form
+from memstrata.store.postgres.schema import TABLE_MESSAGES, TENANT_MESSAGES
 from memstrata.store.rank import COMMON_DF
 
 __all__ = [
@@ -333,11 +334,9 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     makes, see :class:`memstrata.store.postgres.search.Probed`) and the table's, every
     tenant's, as the planner's statistics last counted it (0 before any)."""
     row = conn.execute(
-        "SELECT current_schema() AS schema, "
-        "(SELECT COALESCE(sum(message_count), 0) FROM sessions WHERE namespace = %s) AS total, "
+        f"SELECT current_schema() AS schema, {TENANT_MESSAGES} AS total, "
         "(SELECT id FROM messages WHERE namespace = ANY(%s) "
-        "ORDER BY namespace DESC, id DESC LIMIT 1) AS newest, "
-        "(SELECT reltuples::bigint FROM pg_class WHERE oid = 'messages'::regclass) AS tabled",
+        f"ORDER BY namespace DESC, id DESC LIMIT 1) AS newest, {TABLE_MESSAGES} AS tabled",
         (ns, [ns]),
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
@@ -345,9 +344,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     # conninfo string: 0.2 ms a search).
     info = conn.info
     key = (info.host, str(info.port), info.dbname, str(row["schema"]), ns)
-    total, newest = int(row["total"]), int(row["newest"] or 0)
-    # reltuples is -1 (0 before PostgreSQL 14) until the table's first ANALYZE or VACUUM.
-    table = max(int(row["tabled"] or 0), 0)
+    total, newest, table = int(row["total"]), int(row["newest"] or 0), int(row["tabled"])
     with _lock:
         known = _samples.get(key)
     if known is None or newest < known.newest or total < known.total:

@@ -98,6 +98,12 @@ SEARCH_INDEXES: dict[str, str] = {
 # The GIN search indexes: those with a pending list (the tenant's id order is a btree).
 GIN_INDEXES = tuple(name for name, sql in SEARCH_INDEXES.items() if "USING gin" in sql)
 
+# A tenant's messages as its sessions' counters say (one value: the tenant), and the
+# table's, every tenant's, as the planner's statistics last counted them (reltuples is
+# -1, or 0 before PostgreSQL 14, until the table's first ANALYZE or VACUUM: 0 here).
+TENANT_MESSAGES = "(SELECT coalesce(sum(message_count), 0) FROM sessions WHERE namespace = %s)"
+TABLE_MESSAGES = "greatest((SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass), 0)"
+
 
 def migration(fn: Migration) -> Migration:
     """Register ``fn`` as the next migration, named after the function."""

@@ -852,7 +852,7 @@ def _collect(
     assert compiled.tree is not None
     # A tenant that is most of the table searches its GIN indexes without its own key
     # (see DOMINANT_SHARE); rows are still filtered by tenant, the answers the same.
-    dominant = stats is not None and 0 < table <= total / DOMINANT_SHARE
+    dominant = 0 < table <= total / DOMINANT_SHARE
     where, params = filter_sql(ns, filters, keyed=not dominant)
     allowed = substring_budget(list(dict.fromkeys(compiled.tree.terms())))
     pred, pred_params = tree_sql(compiled.tree, allowed)
@@ -867,7 +867,7 @@ def _collect(
             Candidate(int(r["id"]), str(r["session_id"]), float(r["timestamp"]), {}) for r in rows
         ]
     positives = list(dict.fromkeys(compiled.tree.positive_terms()))
-    probed = Probed(total, max(table, total), keyed=not dominant)
+    probed = Probed(total, table, keyed=not dominant)
     if compiled.leaves is not None:
         # As on SQLite, substring matching (the costliest scan) serves a natural query's
         # term only when the word index does not know the term at all: its trigram arm
@@ -1010,6 +1010,7 @@ def _boolean_ids(
         # Never every match of a common term through GIN: the walk's rows, or one scan
         # of the required words ANDed when the walk finds them too sparse.
         index = _words_anded(required) or False
+    selective = bool(rare_required) or max(probed.df(t) for t in terms) < COMMON_DF
     return _newest_ids(
         conn,
         ns,
@@ -1017,9 +1018,10 @@ def _boolean_ids(
         where_params,
         BOOLEAN_RANKED,
         total=total,
-        selective=bool(rare_required) or max(probed.df(t) for t in terms) < COMMON_DF,
+        selective=selective,
         index=index,
-        hint=_hint(conn, pred, pred_params, terms, probed, sample),
+        # Only a walk reads a hint: a selective search has no estimate to make.
+        hint=None if selective else _hint(conn, pred, pred_params, terms, probed, sample),
     )
 
 
