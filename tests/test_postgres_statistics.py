@@ -52,10 +52,10 @@ def write(dsn: str, namespace: str, rows: int) -> None:
         write_sessions(store, rows)
 
 
-def write_sessions(store: PostgresSessionStore, rows: int) -> None:
-    """``rows`` messages through ``store``, 50 per session."""
+def write_sessions(store: PostgresSessionStore, rows: int, first: int = 0) -> None:
+    """``rows`` messages through ``store``, 50 per session (``s{first}`` on)."""
     rng = random.Random(7)
-    for s in range(rows // 50):
+    for s in range(first, first + rows // 50):
         store.create_session(f"s{s}")
         store.append_messages(
             f"s{s}",
@@ -294,4 +294,45 @@ def test_a_grown_tenant_is_analyzed_only_when_the_statistics_count_it_short(
         assert maintenance.due(conn, 300) == []  # 300 new rows: little for the table
     assert maintenance.keep_statistics(connect, grown="newcomer") == ["ANALYZE messages"]
     assert estimated_rows(dsn, "newcomer")[0] >= 150
+    assert maintenance.keep_statistics(connect, grown="newcomer") == []
+
+
+def test_a_tenant_the_common_values_leave_out_is_counted_as_the_planner_counts_it(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More tenants than the statistics' list of most common values holds (one value
+    here, a hundred by default): a tenant left out of it is counted by the rows the list
+    leaves over, as the planner counts it, so a grown pass analyzes only when that
+    estimate is short, not every time."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE messages ALTER COLUMN namespace SET STATISTICS 1")
+    for namespace, rows in [("big", 2_000), ("a", 300), ("b", 300), ("newcomer", 300)]:
+        write(dsn, namespace, rows)  # the last close() analyzes all four
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row)
+
+    def listed() -> list[str]:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT most_common_vals::text::text[] FROM pg_stats WHERE "
+                "schemaname = current_schema() AND tablename = 'messages' "
+                "AND attname = 'namespace'"
+            ).fetchone()
+        assert row is not None
+        return list(row[0] or [])
+
+    assert listed() == ["big"]
+    assert estimated_rows(dsn, "newcomer")[0] >= 150
+    assert maintenance.keep_statistics(connect, grown="newcomer") == []
+
+    monkeypatch.setattr(maintenance, "CHECK_EVERY", 10**9)
+    monkeypatch.setattr(maintenance, "MERGE_ROWS", 10**9)
+    monkeypatch.setattr(maintenance.Keeper, "close", maintenance.Keeper.wait)
+    with PostgresSessionStore(dsn, namespace="newcomer", durability="normal") as store:
+        write_sessions(store, 800, first=6)  # 1,100 rows, still counted as 300
+    assert estimated_rows(dsn, "newcomer")[0] < 550
+    assert maintenance.keep_statistics(connect, grown="newcomer") == ["ANALYZE messages"]
+    assert "newcomer" not in listed()
+    assert estimated_rows(dsn, "newcomer")[0] > 550  # (3,700 - 2,000) / 3 rows
     assert maintenance.keep_statistics(connect, grown="newcomer") == []

@@ -270,15 +270,27 @@ NAPTIME_S = 60.0
 # nothing; a load of N messages runs at most log2(N / GROWN_ROWS) of them, and of
 # several writers of one tenant only the first to find it counted short analyzes.
 GROWN_ROWS = 500
-# The planner's estimate of a tenant's messages (the namespace's frequency in the
-# table's statistics times its rows) and the tenant's size by its sessions' counters:
-# what a grown pass checks first, so that of several processes writing one tenant only
-# the first to find it undercounted analyzes.
+# The planner's estimate of a tenant's messages, by the planner's own rule for an
+# equality on namespace: the tenant's frequency among the most common values, or, for a
+# tenant not among them (a new one, or one of more tenants than the list holds: 100 by
+# default), the rows the list leaves over shared by the other distinct values, at most
+# the list's least frequency; times the table's rows. Beside it the tenant's size by its
+# sessions' counters: what a grown pass checks first, so that of several processes
+# writing one tenant only the first to find it undercounted analyzes. (Counting only the
+# list's frequencies called every tenant past the hundredth short, and each doubling of
+# each writer then analyzed for nothing: the planner's estimate was already right.)
 _TENANT_COUNTED = (
-    f"SELECT {TENANT_MESSAGES} AS size, {TABLE_MESSAGES} "
-    "* coalesce((SELECT u.f FROM pg_stats s, unnest(s.most_common_vals::text::text[], "
-    "s.most_common_freqs) AS u(v, f) WHERE s.schemaname = current_schema() "
-    "AND s.tablename = 'messages' AND s.attname = 'namespace' AND u.v = %s), 0) AS counted"
+    f"SELECT {TENANT_MESSAGES} AS size, {TABLE_MESSAGES} * coalesce(("
+    "SELECT coalesce("
+    "(SELECT u.f FROM unnest(s.most_common_vals::text::text[], s.most_common_freqs) "
+    "AS u(v, f) WHERE u.v = %s), "
+    "least((1 - coalesce((SELECT sum(f) FROM unnest(s.most_common_freqs) f), 0) "
+    "- s.null_frac) / greatest(CASE WHEN s.n_distinct < 0 "
+    f"THEN -s.n_distinct * {TABLE_MESSAGES} ELSE s.n_distinct END "
+    "- coalesce(cardinality(s.most_common_freqs), 0), 1), "
+    "coalesce((SELECT min(f) FROM unnest(s.most_common_freqs) f), 1))) "
+    "FROM pg_stats s WHERE s.schemaname = current_schema() "
+    "AND s.tablename = 'messages' AND s.attname = 'namespace'), 0) AS counted"
 )
 
 _UNAUTOVACUUMED = (
