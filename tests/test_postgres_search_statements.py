@@ -4,6 +4,8 @@ own paths), and the shape of the statements that replaced others."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -118,13 +120,17 @@ def tenant(pg: PostgresSessionStore) -> PostgresSessionStore:
     return pg
 
 
-def test_the_tenant_size_is_read_once_and_candidates_once(
+COUNT = "sum(message_count)"  # the statement that counts the tenant's size
+
+
+def test_the_state_is_read_once_and_candidates_once(
     tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One statement per search reads the sessions' counters, also when the search looks
-    twice (an explicit query that finds too little searches again for its words: one
-    snapshot, one size); the candidates are read with their scoring columns, never by
-    id first and then again to be scored."""
+    """One statement per search reads the tenant's state (its newest row), also when the
+    search looks twice (an explicit query that finds too little searches again for its
+    words: one snapshot, one state); the size counted a moment ago is not counted again;
+    the candidates are read with their scoring columns, never by id first and then
+    again to be scored."""
     spy = Statements(monkeypatch)
     for query, searches in (
         ("walrus", 1),
@@ -137,7 +143,8 @@ def test_the_tenant_size_is_read_once_and_candidates_once(
         sent = spy.during(lambda q=query: tenant.search_messages(q, limit=20))
         planned = sum(s.startswith("SELECT current_setting(") for s in sent)  # the planner
         assert planned == searches, (query, sent)
-        assert sum("sum(message_count)" in s for s in sent) == 1, (query, sent)
+        assert sum(s.startswith("SELECT current_schema()") for s in sent) == 1, (query, sent)
+        assert not any(COUNT in s for s in sent), (query, sent)
         assert not any("message_count" in s for s in sent if s.startswith("WITH s AS")), sent
         read = [s for s in sent if "m.session_id, m.timestamp" in s]
         assert read, (query, sent)
@@ -145,17 +152,75 @@ def test_the_tenant_size_is_read_once_and_candidates_once(
         assert not any(s.startswith("SELECT id, ts_filter(") for s in sent), (query, sent)
 
 
-def test_outside_a_snapshot_each_search_reads_the_size(
+def sized(store: PostgresSessionStore) -> tuple[int, int]:
+    """The tenant's size as a search reads it, and its sessions' counters summed."""
+    from memstrata.store.postgres import ranking
+
+    with store.connection() as conn:
+        _, total, _ = ranking.sample(conn, store.namespace)
+        row = conn.execute(
+            "SELECT sum(message_count) AS n FROM sessions WHERE namespace = %s",
+            (store.namespace,),
+        ).fetchone()
+    assert row is not None
+    return total, int(row["n"])
+
+
+def test_outside_a_snapshot_each_search_reads_the_state(
     tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inside a READ COMMITTED transaction (a search joining a write()), rows other
-    connections commit between two searches count: each reads the size itself."""
+    connections commit between two searches count: each search reads the state itself."""
     tenant.search_messages("walrus AND config", limit=20)
     spy = Statements(monkeypatch)
     with tenant.write():
         sent = spy.during(lambda: tenant.search_messages("walrus AND config", limit=20))
     assert sum(s.startswith("SELECT current_setting(") for s in sent) == 2, sent
-    assert sum("sum(message_count)" in s for s in sent) == 2, sent
+    assert sum(s.startswith("SELECT current_schema()") for s in sent) == 2, sent
+
+
+def test_the_size_follows_appends_without_counting_and_deletes_by_counting(
+    tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows appended since the size was counted, by this store or another process's,
+    are added to it (the sample reads them anyway); a rewind, a deleted message or a
+    deleted session makes this process count afresh; so does a count older than
+    RECOUNT_S, which is how another process's deletes are seen."""
+    from memstrata.store.postgres import ranking
+
+    spy = Statements(monkeypatch)
+    assert sized(tenant) == (566, 566)
+    with PostgresSessionStore(DSN, namespace=tenant.namespace) as other:
+        add(other, "elsewhere", ["one more", "and another"])
+    tenant.append_messages("planted", [{"role": "user", "content": "a third"}])
+    sent = spy.during(lambda: tenant.search_messages("walrus", limit=5))
+    assert not any(COUNT in s for s in sent), sent
+    assert sized(tenant) == (569, 569)
+
+    first = tenant.get_messages("planted")[0]["id"]
+    for change in (
+        lambda: tenant.delete_messages([first]),
+        lambda: tenant.delete_session("elsewhere"),
+    ):
+        change()
+        sent = spy.during(lambda: tenant.search_messages("walrus", limit=5))
+        assert sum(COUNT in s for s in sent) == 1, sent
+        total, counters = sized(tenant)
+        assert total == counters
+    assert sized(tenant) == (566, 566)
+
+    # Another process deletes (not the newest row, whose going is seen at once): seen
+    # once the count is RECOUNT_S old.
+    script = (
+        "import sys\n"
+        "from memstrata.store.postgres import PostgresSessionStore\n"
+        "with PostgresSessionStore(sys.argv[1], namespace=sys.argv[2]) as store:\n"
+        "    store.delete_session('filler')\n"
+    )
+    subprocess.run([sys.executable, "-c", script, DSN, tenant.namespace], check=True)
+    assert sized(tenant) == (566, 6)
+    monkeypatch.setattr(ranking, "RECOUNT_S", 0.0)
+    assert sized(tenant) == (6, 6)
 
 
 def probe_plan(store: PostgresSessionStore, query: str, monkeypatch: pytest.MonkeyPatch) -> Any:

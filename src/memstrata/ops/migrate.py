@@ -46,6 +46,7 @@ from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.providers.facts.contract import FactDump
 from memstrata.providers.facts.postgres import PostgresFactStore
 from memstrata.providers.facts.store import FACTS_FILENAME, FactStore
+from memstrata.store.postgres import ranking
 from memstrata.store.postgres.codec import MESSAGE_COLUMNS, pg_text, to_pg_content
 from memstrata.store.postgres.messages import cjk_row
 from memstrata.store.postgres.store import PostgresSessionStore
@@ -179,6 +180,8 @@ def migrate_home(
                 ) from exc
             finally:
                 source.close()
+                # Sessions came with their counters: this process counts the tenant afresh.
+                ranking.changed(store.namespace)
             # A copy is a bulk load: fresh planner statistics for it when the server's
             # autovacuum would not make them.
             store.keep_statistics()

@@ -170,6 +170,8 @@ class MessageRows(Transaction):
     ns: str
     # Messages inserted so far: the store's own statistics keeper counts them.
     inserted: int
+    # Sessions recounted (see memstrata.store.postgres.ranking.changed).
+    recounted: bool
 
     def insert_messages(self, session_id: str, rows: Sequence[MessageValues]) -> list[int] | None:
         newest = max(v.timestamp for v in rows)
@@ -252,6 +254,7 @@ class MessageRows(Transaction):
         return len(rows), sorted({str(r["session_id"]) for r in rows})
 
     def recount(self, session_id: str) -> None:
+        self.recounted = True
         self.conn.execute(
             "UPDATE sessions SET "
             "message_count = (SELECT count(*) FROM messages "

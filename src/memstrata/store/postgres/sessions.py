@@ -55,6 +55,8 @@ class SessionRows(Transaction):
 
     conn: Conn
     ns: str
+    # Sessions deleted (see memstrata.store.postgres.ranking.changed).
+    recounted: bool
 
     def session_exists(self, session_id: str, *, lock: bool = False) -> bool:
         # ``lock`` takes the row lock, which serialises writers of one session (counters,
@@ -155,6 +157,7 @@ class SessionRows(Transaction):
 
     def delete_sessions(self, session_ids: Sequence[str]) -> None:
         ids = list(session_ids)
+        self.recounted = True
         # Vectors go with their messages (ON DELETE CASCADE).
         self.conn.execute(
             "DELETE FROM messages WHERE namespace = %s AND session_id = ANY(%s)", (self.ns, ids)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from memstrata.config import Config
 from memstrata.errors import MemstrataError, NamespaceError, SessionStoreError
 from memstrata.store.base import BaseSessionStore
-from memstrata.store.postgres import maintenance
+from memstrata.store.postgres import maintenance, ranking
 from memstrata.store.postgres import pgvector as _pgvector
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.transaction import PostgresTransaction
@@ -167,6 +167,8 @@ class PostgresSessionStore(BaseSessionStore):
         with self._db.connection(snapshot=snapshot and not write) as conn:
             tx = PostgresTransaction(conn, self._namespace, self._vectors)
             yield tx
+        if tx.recounted:
+            ranking.changed(self._namespace)  # committed (or joined to an outer transaction)
         if write and outermost:
             self._keeper.wrote(tx.inserted)
 
@@ -224,6 +226,7 @@ class PostgresSessionStore(BaseSessionStore):
             )
             cur = conn.execute("DELETE FROM sessions WHERE namespace = %s", (self._namespace,))
             deleted["sessions"] = int(cur.rowcount)
+        ranking.changed(self._namespace)
         return deleted
 
     # -- maintenance ---------------------------------------------------------------------

@@ -33,4 +33,7 @@ class PostgresTransaction(ServerVectorRows, SessionRows, MessageRows, SearchRows
         self.ns = ns
         self.server_vectors = server_vectors
         self.inserted = 0
+        # Whether this transaction changed the tenant's message counters other than by
+        # appending (see memstrata.store.postgres.ranking.changed).
+        self.recounted = False
         self.sampled = Sampled()
