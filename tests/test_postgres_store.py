@@ -660,6 +660,60 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
     assert {h["id"] for h in pg.search_messages("puffin", limit=10)} == set(rare)
 
 
+def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Common terms whose rows holding them all cannot fill the page (the bigrams of a
+    Chinese word, which occur together): the AND walk and the OR walk in one pass give
+    the candidates the two walks give one after the other, in fewer statements; so do
+    terms whose rows holding some of them are plenty (its windows then test the AND)."""
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
+    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
+    monkeypatch.setattr(pg_search, "MAX_WALK", 250)
+    pg.create_session("a")
+    texts = []
+    for i in range(300):
+        if i % 10 == 0:
+            texts.append(f"序列化失败了 {i}")  # every term
+        elif i % 7 == 0:
+            texts.append(f"时间序列的图 {i}")  # one bigram of the word only
+        else:
+            texts.append(f"其他内容 {i}")
+    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
+    windows: list[str] = []
+    for name in ("_window", "_window_both", "_sparse_window"):
+        original = getattr(pg_search, name)
+
+        def counted(*args: Any, __f: Any = original, __n: str = name, **kw: Any) -> Any:
+            windows.append(__n)
+            return __f(*args, **kw)
+
+        monkeypatch.setattr(pg_search, name, counted)
+
+    def candidates(query: str) -> list[tuple[int, float]]:
+        with pg.connection(snapshot=True) as conn:
+            found = pg_search.collect_candidates(
+                conn, pg.namespace, compile_query(query), make_filters(), k=100, order="rank"
+            )
+        return [(c.id, round(c.score, 9)) for c in found]
+
+    for query, one_pass in (
+        ("序列化", ["_window_both", "_window_both"]),
+        ("序列化 内容", ["_window_both", "_window"]),
+    ):
+        windows.clear()
+        together = candidates(query)
+        passes = list(windows)
+        with monkeypatch.context() as apart:
+            apart.setattr(pg_search, "_unfilled", lambda *a: False)
+            windows.clear()
+            assert candidates(query) == together, query
+            assert len(windows) > len(passes), (query, windows, passes)
+        assert passes == one_pass, query
+        assert len(together) > 25, query  # the 25 newest rows holding every term, and more
+
+
 def test_gin_pending_lists_take_the_size_m007_gives_them(pg: PostgresSessionStore) -> None:
     """m007: every GIN search index takes rows into a 4 MB pending list (merged by the
     store's writers, see test_postgres_statistics)."""

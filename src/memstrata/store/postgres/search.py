@@ -640,6 +640,90 @@ def _walk_newest(
     return found[:limit]
 
 
+def _unfilled(found: int, start: Sample, limit: int) -> bool:
+    """Whether a walk whose first window (``start``, the probe's sample) held ``found``
+    matches is expected to end at MAX_WALK rows short of ``limit`` at that rate."""
+    return start.low is not None and found * MAX_WALK < limit * start.rows
+
+
+def _walk_and_or(
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    terms: Sequence[TermSql],
+    limit: int,
+    *,
+    probed: Probed,
+    exclude: Sequence[int],
+    start: Sample,
+    hint: Hint,
+) -> list[int]:
+    """The AND walk of common ``terms`` and, when it falls short of ``limit``, the OR
+    walk's newest rows after it, in one pass over the tenant's newest rows.
+
+    The same rows as the two walks one after the other (each the newest matches among
+    the tenant's newest MAX_WALK rows): the AND walk's windows, each also asked for the
+    rows holding only some of the terms as long as the page may still need them. When
+    the AND walk falls short it has read all MAX_WALK rows, which the OR walk would
+    then read again; rows holding only some terms are rare when the terms are the
+    bigrams of one Chinese word (a 3-character word's two bigrams and its phrase).
+    """
+    every = " AND ".join(t.pred for t in terms)
+    some = " OR ".join(t.pred for t in terms)
+    values = [p for t in terms for p in t.params]
+    skip = " AND NOT (m.id = ANY(%s))" if exclude else ""
+    skipped = [list(exclude)] if exclude else []
+    found = list(start.ids)
+    others = [i for i in probed.sample(terms, " OR ", exclude).ids if i not in set(found)]
+    scanned, below = start.rows, start.low
+    window = _next_window(len(found), scanned, below, limit, probed.total, scanned, give_up=False)
+    while window > 0:
+        if len(others) < limit - len(found):
+            both, either, low = _window_both(
+                conn,
+                ns,
+                f"{where} AND {_tested(some)}{skip}",
+                [*params, *values, *skipped],
+                (_tested(every), values),
+                below,
+                window,
+            )
+            found += both
+            held = set(both)
+            others += [i for i in either if i not in held]
+        elif hint is not None and _sparse(len(found), scanned, window, hint):
+            ids, low = _sparse_window(
+                conn,
+                ns,
+                f"{where} AND {_tested(every)}{skip}",
+                [*params, *values, *skipped],
+                hint,
+                below,
+                window,
+                limit - len(found),
+            )
+            found += ids
+        else:
+            ids, low = _window(
+                conn,
+                ns,
+                f"{where} AND {_tested(every)}{skip}",
+                [*params, *values, *skipped],
+                below,
+                window,
+                limit - len(found),
+            )
+            found += ids
+        scanned += window
+        below = low
+        window = _next_window(
+            len(found), scanned, below, limit, probed.total, window, give_up=False
+        )
+    chosen = found[:limit]
+    return chosen + others[: limit - len(chosen)]
+
+
 def _sparse(found: int, scanned: int, window: int, hint: Hint) -> bool:
     """Whether the next ``window`` rows of a walk cost less through the GIN indexes than
     tested row by row, at the rate of ``found`` matches in the ``scanned`` rows read.
@@ -700,6 +784,31 @@ def _window(
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     return [int(i) for i in row["ids"]], None if row["low"] is None else int(row["low"])
+
+
+def _window_both(
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    also: tuple[str, Sequence[Any]],
+    below: int | None,
+    rows: int,
+) -> tuple[list[int], list[int], int | None]:
+    """:func:`_window`'s every match of ``where`` (newest first, no limit) and those of
+    them that match ``also`` too, and the window's oldest id."""
+    edge, bound = _edge(below)
+    row = conn.execute(
+        f"WITH hi AS MATERIALIZED ({edge}), lo AS MATERIALIZED ({edge}), "
+        f"w AS MATERIALIZED (SELECT m.id, {also[0]} AS a FROM messages m WHERE {where} "
+        "AND m.id >= COALESCE((SELECT id FROM lo), 0) AND m.id <= (SELECT id FROM hi)) "
+        "SELECT (SELECT id FROM lo) AS low, ARRAY(SELECT id FROM w WHERE a ORDER BY id DESC) "
+        "AS both, ARRAY(SELECT id FROM w ORDER BY id DESC) AS either",
+        [[ns], *bound, 0, [ns], *bound, rows - 1, *also[1], *params],
+    ).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    low = None if row["low"] is None else int(row["low"])
+    return [int(i) for i in row["both"]], [int(i) for i in row["either"]], low
 
 
 def _sparse_window(
@@ -926,6 +1035,24 @@ def _collect(
         either_params = [p for t in common for p in t.params]
         both = _words_anded(common) if joiner == " AND " else None
         excluded = list(chosen)
+        start = probed.sample(common, joiner, excluded)
+        hint = _hint(conn, either, either_params, common, probed, stats[0])
+        if joiner == " AND " and both is None and _unfilled(len(start.ids), start, k - len(chosen)):
+            # The rows holding every common term will not fill the page: their walk reads
+            # all its rows and the OR's would read them again. One walk finds both.
+            chosen += _walk_and_or(
+                conn,
+                ns,
+                where,
+                params,
+                common,
+                k - len(chosen),
+                probed=probed,
+                exclude=excluded,
+                start=start,
+                hint=hint,
+            )
+            break
         chosen += _newest_ids(
             conn,
             ns,
@@ -936,8 +1063,8 @@ def _collect(
             selective=False,
             exclude=excluded,
             index=both or False,
-            start=probed.sample(common, joiner, excluded),
-            hint=_hint(conn, either, either_params, common, probed, stats[0]),
+            start=start,
+            hint=hint,
         )
     # The walks' rows (AND, then OR) in one read.
     return scoring.score(found + _scored_rows(conn, ns, chosen[len(found) :], scoring))
