@@ -706,7 +706,7 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
         together = candidates(query)
         passes = list(windows)
         with monkeypatch.context() as apart:
-            apart.setattr(pg_search, "_unfilled", lambda *a: False)
+            apart.setattr(pg_search, "_one_pass", lambda *a: False)
             windows.clear()
             assert candidates(query) == together, query
             assert len(windows) > len(passes), (query, windows, passes)

@@ -640,10 +640,17 @@ def _walk_newest(
     return found[:limit]
 
 
-def _unfilled(found: int, start: Sample, limit: int) -> bool:
-    """Whether a walk whose first window (``start``, the probe's sample) held ``found``
-    matches is expected to end at MAX_WALK rows short of ``limit`` at that rate."""
-    return start.low is not None and found * MAX_WALK < limit * start.rows
+def _one_pass(start: Sample, limit: int, total: int, hint: Hint) -> bool:
+    """Whether the AND walk of common terms (its first window ``start``, the probe's
+    sample) and the OR walk after it are better made one pass: at one match more than
+    the sample holds, the AND walk would still end at MAX_WALK rows short of ``limit``
+    (so it reads them all, and the OR walk reads them again), and it would test its rows
+    one by one (not find them through the indexes: see _sparse)."""
+    found, rows = len(start.ids), start.rows
+    if start.low is None or (found + 1) * MAX_WALK >= limit * rows:
+        return False
+    window = _next_window(found, rows, start.low, limit, total, rows, give_up=False)
+    return window > 0 and not _sparse(found, rows, window, hint)
 
 
 def _walk_and_or(
@@ -676,10 +683,17 @@ def _walk_and_or(
     skipped = [list(exclude)] if exclude else []
     found = list(start.ids)
     others = [i for i in probed.sample(terms, " OR ", exclude).ids if i not in set(found)]
-    scanned, below = start.rows, start.low
-    window = _next_window(len(found), scanned, below, limit, probed.total, scanned, give_up=False)
+    scanned, below, last = start.rows, start.low, start.rows
+    window = _next_window(len(found), scanned, below, limit, probed.total, last, give_up=False)
     while window > 0:
         if len(others) < limit - len(found):
+            # No more rows than those holding some terms only still need, at their rate
+            # so far: they are often plenty, and the AND is then tested alone (cheaper).
+            need = limit - len(found)
+            window = min(
+                window,
+                _next_window(len(others), scanned, below, need, probed.total, last, give_up=False),
+            )
             both, either, low = _window_both(
                 conn,
                 ns,
@@ -716,10 +730,8 @@ def _walk_and_or(
             )
             found += ids
         scanned += window
-        below = low
-        window = _next_window(
-            len(found), scanned, below, limit, probed.total, window, give_up=False
-        )
+        below, last = low, window
+        window = _next_window(len(found), scanned, below, limit, probed.total, last, give_up=False)
     chosen = found[:limit]
     return chosen + others[: limit - len(chosen)]
 
@@ -1037,7 +1049,11 @@ def _collect(
         excluded = list(chosen)
         start = probed.sample(common, joiner, excluded)
         hint = _hint(conn, either, either_params, common, probed, stats[0])
-        if joiner == " AND " and both is None and _unfilled(len(start.ids), start, k - len(chosen)):
+        if (
+            joiner == " AND "
+            and both is None
+            and _one_pass(start, k - len(chosen), probed.total, hint)
+        ):
             # The rows holding every common term will not fill the page: their walk reads
             # all its rows and the OR's would read them again. One walk finds both.
             chosen += _walk_and_or(
