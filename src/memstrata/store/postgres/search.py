@@ -681,6 +681,7 @@ def _walk_and_or(
     values = [p for t in terms for p in t.params]
     skip = " AND NOT (m.id = ANY(%s))" if exclude else ""
     skipped = [list(exclude)] if exclude else []
+    anded, anded_params = f"{where} AND {_tested(every)}{skip}", [*params, *values, *skipped]
     found = list(start.ids)
     others = [i for i in probed.sample(terms, " OR ", exclude).ids if i not in set(found)]
     scanned, below, last = start.rows, start.low, start.rows
@@ -706,28 +707,13 @@ def _walk_and_or(
             found += both
             held = set(both)
             others += [i for i in either if i not in held]
-        elif hint is not None and _sparse(len(found), scanned, window, hint):
+        elif _sparse(len(found), scanned, window, hint):
             ids, low = _sparse_window(
-                conn,
-                ns,
-                f"{where} AND {_tested(every)}{skip}",
-                [*params, *values, *skipped],
-                hint,
-                below,
-                window,
-                limit - len(found),
+                conn, ns, anded, anded_params, hint, below, window, limit - len(found)
             )
             found += ids
         else:
-            ids, low = _window(
-                conn,
-                ns,
-                f"{where} AND {_tested(every)}{skip}",
-                [*params, *values, *skipped],
-                below,
-                window,
-                limit - len(found),
-            )
+            ids, low = _window(conn, ns, anded, anded_params, below, window, limit - len(found))
             found += ids
         scanned += window
         below, last = low, window
