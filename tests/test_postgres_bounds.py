@@ -83,7 +83,7 @@ class Spy:
         return max((s.count("phraseto_tsquery") for s, _ in self.statements), default=0)
 
     def substring_probes(self) -> int:
-        return max((s.count("ILIKE") for s, _ in self.statements), default=0)
+        return max((s.count(pg_search.SUBSTRING) for s, _ in self.statements), default=0)
 
     def cjk_probes(self) -> int:
         return max((s.count("m.cjk @@") for s, _ in self.statements), default=0)

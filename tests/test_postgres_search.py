@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -338,3 +340,42 @@ def test_sessions_group_by_lineage_as_on_sqlite(
         rows = store.search_sessions("postgres billing", by_lineage=True)
         grouped.append([(r["lineage_root"], r["hit_count"]) for r in rows])
     assert grouped[0] == grouped[1] == [("root", 2), ("other", 1)]
+
+
+def test_a_substring_matches_its_text_literally_whatever_its_case(
+    pg: PostgresSessionStore,
+) -> None:
+    """A code identifier cut inside, so only a substring finds it: found whatever the
+    case it was written in, and its dots and underscores are themselves (``x.c`` is not
+    ``xac``)."""
+    pg.create_session("s")
+    pg.append_messages(
+        "s",
+        [
+            {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE in lib/venrix.py."},
+            {"role": "user", "content": "The deploy of mod5_x.cfg/path5 broke."},
+            {"role": "user", "content": "The deploy of mod5axbcfg/path5 went fine."},
+        ],
+    )
+    found = pg.search_messages("xtor_cache", limit=5)
+    assert len(found) == 1 and "VENRIXTOR_CACHE" in found[0]["snippet"]
+    hits = pg.search_messages("od5_x.cf", limit=5)
+    assert len(hits) == 1 and "mod5_x.cfg" in hits[0]["snippet"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    needle=st.text(alphabet="aBz_.%*+?()[]{}|^$\\ '\"ÄäΣσ序-", min_size=1, max_size=8),
+    text=st.text(alphabet="aBz_.%*+?()[]{}|^$\\ '\"ÄäΣσ序-xyz", max_size=30),
+)
+def test_the_substring_pattern_is_the_text_itself_case_aside(needle: str, text: str) -> None:
+    """The regular expression a substring term becomes matches a text exactly when the
+    server finds the term's text in it, both lowercased."""
+    from memstrata.store.postgres.search import substring_pattern
+
+    with psycopg.connect(DSN) as conn:
+        row = conn.execute(
+            "SELECT %s ~* %s AS regex, strpos(lower(%s), lower(%s)) > 0 AS plain",
+            (text, substring_pattern(needle), text, needle),
+        ).fetchone()
+    assert row is not None and row[0] == row[1], (needle, text)

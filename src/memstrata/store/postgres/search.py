@@ -6,8 +6,9 @@ each term is rendered for the three indexes:
 
 * word    - ``tsv @@ phraseto_tsquery('memstrata_english', ...)`` on the generated, stemmed
   ``tsvector`` (GIN);
-* trigram - ``ILIKE '%...%'`` on the indexed text (``pg_trgm`` GIN), for code-like terms
-  and quoted phrases that mix scripts;
+* trigram - ``~* '...'`` (the text as a case-insensitive regular expression of itself) on
+  the indexed text (``pg_trgm`` GIN), for code-like terms and quoted phrases that mix
+  scripts;
 * cjk     - a ``tsquery`` of bigrams (``<->`` phrases, ``:*`` for a trailing single
   character) on the CJK bigram ``tsvector`` (GIN), so 1-2 character words use an index.
 
@@ -45,7 +46,6 @@ from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.messages import quote_lexeme
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
 from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF
-from memstrata.store.titles import escape_like
 
 Conn = psycopg.Connection[Any]
 
@@ -122,6 +122,24 @@ def planner(conn: Conn, **settings: str) -> Iterator[None]:
 
 
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"(\*?)')
+# A substring test: the text holds the term's text, case aside. A regular expression
+# (~*) rather than ILIKE '%...%': the same rows, for half the work where it counts. Its
+# trigrams (pg_trgm) make a cheaper GIN scan (a code identifier cut inside, "tor_cache",
+# at 1M messages: 15 against 38 ms for the same 5,017 candidates), and testing a row
+# does not lowercase the row's whole text first, as ILIKE does (those candidates
+# rechecked in 25 against 60 ms).
+SUBSTRING = " ~* "
+# Every ASCII character that is not a letter or a digit, escaped: in an advanced
+# regular expression a backslash before such a character makes it itself; letters,
+# digits and the other scripts stand for themselves.
+_REGEX_SPECIAL = re.compile(r"([\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f])")
+
+
+def substring_pattern(text: str) -> str:
+    """``text`` as a regular expression that matches it literally (for :data:`SUBSTRING`)."""
+    return _REGEX_SPECIAL.sub(r"\\\1", text)
+
+
 _TEXT = f"({INDEXED_TEXT.replace('coalesce(', 'coalesce(m.')})"
 
 
@@ -201,9 +219,8 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
     if trigram is not None:
         # Last: a row the word or CJK arm finds is never tested for the substring (the
         # costliest test, on the row's whole text), as OR stops at its first true arm.
-        pattern = "%" + escape_like(trigram[0]) + "%"
-        preds.append(f"{_TEXT} ILIKE %s")
-        params.append(pattern)
+        preds.append(f"{_TEXT}{SUBSTRING}%s")
+        params.append(substring_pattern(trigram[0]))
     if not preds:
         return TermSql(term, "FALSE")
     arms: list[tuple[str, list[Any]]] = []
@@ -1001,7 +1018,7 @@ def _collect(
     probed.add(conn, ns, [a for t in terms for a in t.arms])
     assert stats is not None  # a ranked search has its statistics
     # Terms a substring scan serves: found in rows the word and CJK indexes miss.
-    substrings = {t.term: probed.df(t) for t in terms if any(" ILIKE " in a for a, _ in t.arms)}
+    substrings = {t.term: probed.df(t) for t in terms if any(SUBSTRING in a for a, _ in t.arms)}
     # The candidates are read with the columns that score them (no second read).
     scoring = ranking.scoring(
         conn, stats[2], stats[0], config=TS_CONFIG, cjk_query=cjk_tsquery, substrings=substrings
@@ -1086,7 +1103,7 @@ def _hint(
     hold). A substring arm's trigram postings are in neither: such a predicate never
     passes for sparse."""
     cost = GIN_ENTRY_COST if probed.keyed else GIN_FREE_COST
-    if " ILIKE " in pred:
+    if SUBSTRING in pred:
         return Hint(pred, params, probed.table, float("inf"), cost)
     lexemes = ranking.postings(conn, [t.term for t in terms], sample, TS_CONFIG, cjk_tsquery)
     rows = probed.sampled.rows
