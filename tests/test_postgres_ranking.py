@@ -45,6 +45,8 @@ QUERIES = [
     "上次我们讨论数据库迁移，结论是什么？",
     "Caroline 喜欢画画吗？",
     "paint*",
+    "sho*",
+    "lak* OR boa*",
 ]
 
 

@@ -576,7 +576,11 @@ def _prefixed(groups: Groups, prefix: bool) -> Groups:
     if not prefix or not groups:
         return groups
     last = groups[-1]
-    return (*groups[:-1], (*last[:-1], (last[-1][0], last[-1][1], True)))
+    lexeme, offset, _ = last[-1]
+    # A prefix is matched on the quoted form without its closing quote (phrase_patterns):
+    # kept, "'sho'" would cover only itself, not "'show'" (every prefix ranked 0 but
+    # where stemming had cut the word to the prefix, as "paint*").
+    return (*groups[:-1], (*last[:-1], (lexeme[:-1], offset, True)))
 
 
 def rarity(
