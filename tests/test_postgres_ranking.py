@@ -47,6 +47,7 @@ QUERIES = [
     "paint*",
     "sho*",
     "lak* OR boa*",
+    '"art sho"*',
 ]
 
 

@@ -47,6 +47,7 @@ from memstrata.store.hits import term_needle, text_of
 from memstrata.store.postgres.codec import sqlite_form
 from memstrata.store.postgres.schema import TABLE_MESSAGES, TENANT_MESSAGES
 from memstrata.store.rank import COMMON_DF
+from memstrata.store.titles import escape_like
 
 __all__ = [
     "SAMPLE_ROWS",
@@ -478,7 +479,11 @@ class _Lookup:
     def __init__(self, scored: Sequence[Scored]) -> None:
         self.by_first: dict[str, list[Scored]] = {}
         self.prefixed: list[Scored] = []
-        self.lexemes = sorted({lex for s in scored for g in s.groups for lex, _, _ in g})
+        held = {(lex, prefix) for s in scored for g in s.groups for lex, _, prefix in g}
+        # The lexemes a row is read for: each one whole (quoted), and each prefix (quoted,
+        # without its closing quote), wherever it stands in a phrase.
+        self.lexemes = sorted(lex for lex, prefix in held if not prefix)
+        self.prefixes = sorted(lex for lex, prefix in held if prefix)
         for s in scored:
             lexeme, _, prefix = s.groups[0][0]
             if prefix:
@@ -491,9 +496,9 @@ class _Lookup:
 
     @property
     def whole(self) -> bool:
-        """True when a row's whole vector is read: a prefix (its lexemes are not known
-        in advance) or more than PICKED_LEXEMES lexemes; else only the query's."""
-        return bool(self.prefixed) or len(self.lexemes) > PICKED_LEXEMES
+        """True when a row's whole vector is read: more than PICKED_LEXEMES lexemes and
+        prefixes; else only the query's lexemes and those its prefixes cover."""
+        return len(self.lexemes) + len(self.prefixes) > PICKED_LEXEMES
 
     def candidates(self, vector: Vector) -> list[Scored]:
         if len(self.by_first) < len(vector):
@@ -717,11 +722,22 @@ def scoring(
         # Only the query's lexemes leave the server (setweight marks them, ts_filter
         # keeps them), with the row's length as written with it (counted from the
         # vector by the server's one definition of it for rows written before m006).
+        # A prefix's lexemes are the row's own that start with it (a whole vector of a
+        # prefix query's candidate was 500 characters to send and parse, 45 us a row).
+        marked = "%s::text[]"
+        exact = [_unquoted(lex) for lex in lookup.lexemes]
+        if lookup.prefixes:
+            marked = (
+                f"ARRAY(SELECT u.lexeme FROM unnest({column}) u WHERE u.lexeme = ANY(%s::text[]) "
+                "OR u.lexeme LIKE ANY(%s::text[]))"
+            )
+            params.append(exact)
+            exact = [escape_like(_unquoted(lex + "'")) + "%" for lex in lookup.prefixes]
         columns.append(
-            f"ts_filter(setweight({column}, 'A', %s::text[]), '{{a}}')::text AS {name}, "
+            f"ts_filter(setweight({column}, 'A', {marked}), '{{a}}')::text AS {name}, "
             f"coalesce({column}_tokens, memstrata_tokens({column})) AS {name}_length"
         )
-        params.append([_unquoted(lex) for lex in lookup.lexemes])
+        params.append(exact)
     if substrings:
         columns.append(f"{alias}.content, {alias}.tool_name, {alias}.tool_calls")
     return Scoring(sides, extra, stats, ", ".join(columns), params)
