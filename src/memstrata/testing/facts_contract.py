@@ -240,6 +240,13 @@ class FactStoreContractSuite:
             "Deploy key lives in infra/keys/prod_deploy.pem"
         ]
 
+    def test_a_substring_is_its_text_whatever_its_case(self, facts: Store) -> None:
+        """A code identifier cut inside (only a substring finds it) is found in any
+        case, and its dots and underscores are themselves."""
+        wanted = facts.add("The config lives at mod5_x.cfg/path5", category="note")
+        facts.add("The config lives at mod5axbcfg/path5", category="note")
+        assert [f.id for f in facts.search("OD5_X.CF")] == [wanted.id]
+
     def test_hostile_queries_never_raise(self, facts: Store) -> None:
         facts.add('A "quoted" fact about C++ AND NOT stars* in 数据库')
         long_cjk = "".join(chr(0x4E00 + (i * 7919) % 0x5000) for i in range(1999))

@@ -49,9 +49,8 @@ from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.pgvector import FACTS, ServerFactRows, ServerVectors
 from memstrata.store.postgres.schema import TS_CONFIG
-from memstrata.store.postgres.search import cjk_tsquery
+from memstrata.store.postgres.search import SUBSTRING, cjk_tsquery, substring_pattern
 from memstrata.store.postgres.store import configured
-from memstrata.store.titles import escape_like
 
 if TYPE_CHECKING:
     from memstrata.query.compile import CompiledQuery, Index, Node, Term
@@ -258,11 +257,13 @@ def _arm(index: Index, term: Term) -> tuple[str, list[Any], str, list[Any]] | No
         text = _unquote(rendered)
         if text is None:
             return None
-        pattern = "%" + escape_like(text[0]) + "%"
+        # The session search's substring test (a case-insensitive regular expression of
+        # the text: see memstrata.store.postgres.search.SUBSTRING).
+        pattern = substring_pattern(text[0])
         return (
-            f"{_TEXT} ILIKE %s",
+            f"{_TEXT}{SUBSTRING}%s",
             [pattern],
-            f"(CASE WHEN {_TEXT} ILIKE %s THEN {_SUBSTRING_RANK} ELSE 0 END)",
+            f"(CASE WHEN {_TEXT}{SUBSTRING}%s THEN {_SUBSTRING_RANK} ELSE 0 END)",
             [pattern],
         )
     cjk = cjk_tsquery(rendered)
