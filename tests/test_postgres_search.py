@@ -348,14 +348,15 @@ def test_a_substring_matches_its_text_literally_whatever_its_case(
     """A code identifier cut inside, so only a substring finds it: found whatever the
     case it was written in, and its dots and underscores are themselves (``x.c`` is not
     ``xac``)."""
-    pg.create_session("s")
-    pg.append_messages(
+    add_session(
+        pg,
         "s",
         [
-            {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE in lib/venrix.py."},
-            {"role": "user", "content": "The deploy of mod5_x.cfg/path5 broke."},
-            {"role": "user", "content": "The deploy of mod5axbcfg/path5 went fine."},
+            "Renamed the helper to VENRIXTOR_CACHE in lib/venrix.py.",
+            "The deploy of mod5_x.cfg/path5 broke.",
+            "The deploy of mod5axbcfg/path5 went fine.",
         ],
+        start=START,
     )
     found = pg.search_messages("xtor_cache", limit=5)
     assert len(found) == 1 and "VENRIXTOR_CACHE" in found[0]["snippet"]
