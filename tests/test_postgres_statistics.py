@@ -336,3 +336,26 @@ def test_a_tenant_the_common_values_leave_out_is_counted_as_the_planner_counts_i
     assert "newcomer" not in listed()
     assert estimated_rows(dsn, "newcomer")[0] > 550  # (3,700 - 2,000) / 3 rows
     assert maintenance.keep_statistics(connect, grown="newcomer") == []
+
+
+def test_a_pass_of_another_schema_leaves_this_schemas_pass_to_run(dsn: str) -> None:
+    """One process at a time keeps a schema's statistics, and the lock that says so is the
+    schema's: another schema's pass running in the same database (its lock held here)
+    does not make this schema's pass skip; a pass of this schema running does."""
+    from memstrata.store.postgres.schema import MAINTENANCE_LOCK
+
+    write(dsn, "locked", 100)
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row)
+
+    schema = psycopg.conninfo.conninfo_to_dict(dsn)["options"].split("=", 1)[1].split(",")[0]
+    with psycopg.connect(DSN, autocommit=True) as holder:
+        for name, runs in ((f"{schema}_elsewhere", True), (schema, False)):
+            got = holder.execute(
+                "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (MAINTENANCE_LOCK, name)
+            ).fetchone()
+            assert got is not None and got[0]
+            ran = maintenance.keep_statistics(connect, merge=True)
+            assert bool(ran) is runs, (name, ran)
+            holder.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (MAINTENANCE_LOCK, name))

@@ -19,9 +19,11 @@ from memstrata.query.cjk import CJK_RUN
 from memstrata.store.postgres.messages import cjk_row
 from memstrata.store.postgres.schema import (
     GIN_INDEXES,
+    MAINTENANCE_LOCK,
     SEARCH_INDEXES,
     TABLE_MESSAGES,
     TENANT_MESSAGES,
+    schema_lock,
 )
 
 if TYPE_CHECKING:
@@ -245,9 +247,6 @@ VACUUM_BASE, VACUUM_SCALE = 1000, 0.2
 # The tables search plans depend on (and the HNSW index of message_vectors, which
 # keeps deleted rows' entries until VACUUM: memstrata.store.postgres.pgvector).
 KEPT_TABLES = ("messages", "sessions", "message_vectors")
-# Key of the advisory lock that lets one process at a time do this work on a database
-# ("memstrat" + 1, as a signed 64-bit integer beside the migration lock's key).
-MAINTENANCE_LOCK_KEY = 0x6D656D7374726174 + 1
 # A store looks at the counters after this many write transactions (and at its first)
 # or MERGE_ROWS messages, but at most once per NAPTIME_S (as autovacuum looks at a
 # database at most once per autovacuum_naptime, 60 s by default), and on close()
@@ -347,26 +346,20 @@ def keep_statistics(
     whether or not autovacuum runs. ``connect`` opens a connection of its own
     (autocommit: VACUUM refuses to run in a transaction), closed afterwards.
     """
-    with connect() as conn:
-        got = conn.execute(
-            "SELECT pg_try_advisory_lock(%s) AS got", (MAINTENANCE_LOCK_KEY,)
-        ).fetchone()
-        if not got or not got["got"]:
+    with connect() as conn, schema_lock(conn, MAINTENANCE_LOCK) as got:
+        if not got:
             return []
-        try:
-            if grown is not None:
-                row = conn.execute(_TENANT_COUNTED, (grown, grown)).fetchone()
-                short = row is not None and float(row["counted"]) <= float(row["size"]) / 2
-                statements = ["ANALYZE messages"] if short else []
-            else:
-                statements = due(conn, written, unvacuumed)
-            if merge and grown is None and "VACUUM (ANALYZE) messages" not in statements:
-                statements.append(MERGE_PENDING)
-            for sql in statements:
-                conn.execute(sql)
-            return statements
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (MAINTENANCE_LOCK_KEY,))
+        if grown is not None:
+            row = conn.execute(_TENANT_COUNTED, (grown, grown)).fetchone()
+            short = row is not None and float(row["counted"]) <= float(row["size"]) / 2
+            statements = ["ANALYZE messages"] if short else []
+        else:
+            statements = due(conn, written, unvacuumed)
+        if merge and grown is None and "VACUUM (ANALYZE) messages" not in statements:
+            statements.append(MERGE_PENDING)
+        for sql in statements:
+            conn.execute(sql)
+        return statements
 
 
 class Keeper:

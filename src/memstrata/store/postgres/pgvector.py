@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import psycopg
 
+from memstrata.store.postgres.schema import VECTOR_INDEX_LOCK, schema_lock
 from memstrata.store.vectors import cosines, decode_vector
 
 logger = logging.getLogger(__name__)
@@ -58,9 +59,6 @@ LOCK_TIMEOUT = "5s"
 # Memory of the connection that builds an HNSW index: a graph that fits builds many
 # times faster (pgvector's advice); set for that one connection only.
 BUILD_MEMORY = "512MB"
-# Advisory lock key of the schema work here ("pgvector" in ASCII), apart from the
-# migrations' (memstrata.store.postgres.schema.MIGRATION_LOCK_KEY).
-LOCK_KEY = 0x7067766563746F72
 
 INSTALL_HINT = (
     "install pgvector on the server (https://github.com/pgvector/pgvector; Debian and "
@@ -218,7 +216,7 @@ class ServerVectors:
     def _build(self, conn: Conn, dims: int) -> None:
         if self.indexed(conn, dims):
             return
-        with _try_lock(conn) as got:
+        with schema_lock(conn, VECTOR_INDEX_LOCK) as got:
             if not got:
                 return  # another store builds it; searches stay in the client meanwhile
             row = conn.execute(
@@ -240,17 +238,6 @@ class ServerVectors:
             finally:
                 conn.execute("RESET maintenance_work_mem")
         self.indexed(conn, dims)
-
-
-@contextmanager
-def _try_lock(conn: Conn) -> Iterator[bool]:
-    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (LOCK_KEY,)).fetchone()
-    got = bool(row and row["got"])
-    try:
-        yield got
-    finally:
-        if got:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
 
 
 def _extension_schema(conn: Conn) -> str | None:

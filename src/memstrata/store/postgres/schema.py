@@ -13,7 +13,8 @@ callers includes it, so two tenants may use the same session id without meeting.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -26,6 +27,30 @@ MIGRATIONS: list[tuple[str, Migration]] = []
 # Key of the advisory lock that serialises migrations across processes and machines
 # (an arbitrary constant: "memstrata" in ASCII, folded into a signed 64-bit integer).
 MIGRATION_LOCK_KEY = 0x6D656D7374726174
+
+# Classes of the advisory locks that let one process at a time do a schema's upkeep (the
+# statistics passes; building an HNSW index), each lock taken for one schema: a store of
+# another schema in the same database neither waits for nor skips its own. (One lock
+# for the whole database had a 10M-message load's passes in one schema skip the final
+# pass of a load in another, which then ended without statistics.)
+MAINTENANCE_LOCK = 0x6D656D01
+VECTOR_INDEX_LOCK = 0x6D656D02
+
+
+@contextmanager
+def schema_lock(conn: psycopg.Connection[Any], kind: int) -> Iterator[bool]:
+    """Try the advisory lock ``kind`` of the connection's schema (session-level, not
+    waiting); yield whether it was taken, and release it afterwards."""
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())) AS got", (kind,)
+    ).fetchone()
+    got = bool(row and (row["got"] if isinstance(row, dict) else row[0]))
+    try:
+        yield got
+    finally:
+        if got:
+            conn.execute("SELECT pg_advisory_unlock(%s, hashtext(current_schema()))", (kind,))
+
 
 # Text search configuration of the word index: the Snowball English stemmer without a
 # stopword list, the PostgreSQL twin of SQLite's "porter unicode61". Decided by
