@@ -277,12 +277,10 @@ class Sample:
     cjk: _Index = field(default_factory=_Index)
     # (index, groups) -> frequency, for this state of the sample.
     known: dict[tuple[str, Groups], float] = field(default_factory=dict)
-    # The tenant's size by its sessions' counters (total is at least the sample's rows),
-    # when it was last counted (time.monotonic) and the tenant's changes then (see
-    # changed): see RECOUNT_S.
+    # The tenant's size by its sessions' counters (total is at least the sample's rows)
+    # and when it was last counted (time.monotonic): see RECOUNT_S.
     size: int = 0
     counted_at: float = float("-inf")
-    changes: int = 0
 
     @property
     def rows(self) -> int:
@@ -314,7 +312,6 @@ class Sample:
             self.cjk.copy(),
             size=self.size,
             counted_at=self.counted_at,
-            changes=self.changes,
         )
 
     def nrow(self, index: str) -> float:
@@ -350,16 +347,16 @@ class Sample:
 
 _samples: OrderedDict[tuple[str, ...], Sample] = OrderedDict()
 _lexemes: OrderedDict[str, Groups] = OrderedDict()
-# Per tenant, how many times this process changed its counters (see changed).
-_changes: dict[str, int] = {}
 _lock = threading.Lock()
 
 
 def changed(ns: str) -> None:
     """This process changed tenant ``ns``'s message counters other than by appending
-    (deleted or recounted sessions): its next search counts the tenant afresh."""
+    (deleted or recounted sessions): its next search counts the tenant afresh (and reads
+    its sample again), on any server."""
     with _lock:
-        _changes[ns] = _changes.get(ns, 0) + 1
+        for key in [k for k in _samples if k[-1] == ns]:
+            del _samples[key]
 
 
 def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
@@ -383,13 +380,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     now = time.monotonic()
     with _lock:
         known = _samples.get(key)
-        changes = _changes.get(ns, 0)
-    if (
-        known is not None
-        and newest >= known.newest
-        and known.changes == changes
-        and now - known.counted_at < RECOUNT_S
-    ):
+    if known is not None and newest >= known.newest and now - known.counted_at < RECOUNT_S:
         if newest == known.newest:
             _keep(key, known)
             return known, known.size, table
@@ -411,7 +402,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
         known = known.copy()
     if newest > known.newest or not known.ids:
         known.update(_fresh(conn, ns, known.newest))
-    known.size, known.counted_at, known.changes = total, now, changes
+    known.size, known.counted_at = total, now
     known.total = max(total, known.rows)
     _keep(key, known)
     return known, total, table
