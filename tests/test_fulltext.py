@@ -279,6 +279,26 @@ def test_highlight_marks_every_needle() -> None:
     assert highlight("x" * 300 + " needle", ["needle"]).startswith("...")
 
 
+def test_a_substring_hit_is_marked_inside_its_word(tmp_path: Path) -> None:
+    """A code identifier cut inside is marked where the substring search found it, to
+    its word's end; a word is still marked only where a word starts."""
+    with SessionStore(tmp_path / "s.db") as s:
+        s.create_session("a", started_at=1.0)
+        s.append_messages(
+            "a",
+            [
+                {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE today."},
+                {"role": "user", "content": "we painted and repainted the wall"},
+            ],
+        )
+        assert [h["snippet"] for h in search_messages(s, "xtor_cache")] == [
+            "Renamed the helper to VENRI>>>XTOR_CACHE<<< today."
+        ]
+        assert [h["snippet"] for h in search_messages(s, "paint")] == [
+            "we >>>painted<<< and repainted the wall"
+        ]
+
+
 def test_common_terms_are_bounded_but_still_rank(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -359,9 +359,11 @@ def test_a_substring_matches_its_text_literally_whatever_its_case(
         start=START,
     )
     found = pg.search_messages("xtor_cache", limit=5)
-    assert len(found) == 1 and "VENRIXTOR_CACHE" in found[0]["snippet"]
+    assert [h["snippet"] for h in found] == [
+        "Renamed the helper to VENRI>>>XTOR_CACHE<<< in lib/venrix.py."
+    ]
     hits = pg.search_messages("od5_x.cf", limit=5)
-    assert len(hits) == 1 and "mod5_x.cfg" in hits[0]["snippet"]
+    assert [h["snippet"] for h in hits] == ["The deploy of m>>>od5_x.cfg<<</path5 broke."]
 
 
 @settings(max_examples=150, deadline=None)

@@ -74,7 +74,7 @@ def hit_dicts(
     if not page:
         return []
     rows = tx.hit_rows([c.id for c in page], filters, context=context)
-    kinds = needle_kinds(highlight_needles(compiled))
+    kinds = _snippet_kinds(compiled)
     out: list[dict[str, Any]] = []
     for cand in page:
         row = rows.get(cand.id)
@@ -109,6 +109,18 @@ def _snippet(row: HitRow, kinds: Sequence[tuple[str, bool]]) -> str:
         fields[0] or fields[1] or fields[2],
     )
     return _highlight(chosen, kinds, SNIPPET_CHARS)
+
+
+def _snippet_kinds(compiled: CompiledQuery) -> list[tuple[str, bool]]:
+    """:func:`needle_kinds` of the query's needles, where the needle of a term a
+    substring search serves (a code identifier, a phrase mixing scripts) is marked
+    wherever it occurs, as that search finds it (``xtor_cach`` in ``VENRIXTOR_CACHE``),
+    not only where a word starts."""
+    kinds = needle_kinds(highlight_needles(compiled))
+    if compiled.tree is None:
+        return kinds
+    inside = {term_needle(t).lower() for t in compiled.tree.positive_terms() if t.trigram}
+    return [(needle, latin and needle not in inside) for needle, latin in kinds]
 
 
 def highlight_needles(compiled: CompiledQuery) -> list[str]:
@@ -156,8 +168,9 @@ def _highlight(text: str, kinds: Sequence[tuple[str, bool]], width: int) -> str:
         pos = _next_match(lower, needle, latin, begin)
         while 0 <= pos < stop:
             end = pos + len(needle)
-            if latin:
-                # A Latin match extends to the end of its word.
+            if latin or _is_latin_alnum(needle[-1]):
+                # A Latin match extends to the end of its word (a needle ending in a
+                # Latin letter marked inside a word too, as "xtor_cach" in "xtor_cache").
                 while end < len(lower) and _is_latin_alnum(lower[end]):
                     end += 1
             spans.append((pos, end))
