@@ -279,26 +279,6 @@ def test_highlight_marks_every_needle() -> None:
     assert highlight("x" * 300 + " needle", ["needle"]).startswith("...")
 
 
-def test_a_substring_hit_is_marked_inside_its_word(tmp_path: Path) -> None:
-    """A code identifier cut inside is marked where the substring search found it, to
-    its word's end; a word is still marked only where a word starts."""
-    with SessionStore(tmp_path / "s.db") as s:
-        s.create_session("a", started_at=1.0)
-        s.append_messages(
-            "a",
-            [
-                {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE today."},
-                {"role": "user", "content": "we painted and repainted the wall"},
-            ],
-        )
-        assert [h["snippet"] for h in search_messages(s, "xtor_cache")] == [
-            "Renamed the helper to VENRI>>>XTOR_CACHE<<< today."
-        ]
-        assert [h["snippet"] for h in search_messages(s, "paint")] == [
-            "we >>>painted<<< and repainted the wall"
-        ]
-
-
 def test_common_terms_are_bounded_but_still_rank(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -330,7 +310,9 @@ def test_common_terms_are_bounded_but_still_rank(
 
 
 def test_trigram_serves_terms_the_word_index_misses(tmp_path: Path) -> None:
-    """A camelCase fragment is found inside a longer identifier through the trigram index."""
+    """A camelCase fragment is found inside a longer identifier through the trigram index,
+    and so is an identifier cut inside, marked where it was found to its word's end (a
+    word is marked only where a word starts)."""
     with SessionStore(tmp_path / "s.db") as s:
         s.create_session("a", started_at=1.0)
         s.append_messages(
@@ -338,11 +320,19 @@ def test_trigram_serves_terms_the_word_index_misses(tmp_path: Path) -> None:
             [
                 {"role": "user", "content": "why does getUserById return null?"},
                 {"role": "user", "content": "the user list is empty"},
+                {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE today."},
+                {"role": "user", "content": "we painted and repainted the wall"},
             ],
         )
         hits = search_messages(s, "getUser")
         assert [h["id"] for h in hits] == [1]
         assert ">>>getUser" in hits[0]["snippet"]
+        assert [h["snippet"] for h in search_messages(s, "xtor_cache")] == [
+            "Renamed the helper to VENRI>>>XTOR_CACHE<<< today."
+        ]
+        assert [h["snippet"] for h in search_messages(s, "paint")] == [
+            "we >>>painted<<< and repainted the wall"
+        ]
 
 
 def _reference_highlight(text: str, needles: list[str], width: int = 120) -> str:
