@@ -380,6 +380,9 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     now = time.monotonic()
     with _lock:
         known = _samples.get(key)
+    # The rows written since the kept sample, when read already: as many as a sample
+    # holds, they are also what a sample read afresh holds.
+    fresh: list[tuple[int, str | None, str | None]] | None = None
     if known is not None and newest >= known.newest and now - known.counted_at < RECOUNT_S:
         if newest == known.newest:
             _keep(key, known)
@@ -401,7 +404,7 @@ def sample(conn: Conn, ns: str) -> tuple[Sample, int, int]:
     else:
         known = known.copy()
     if newest > known.newest or not known.ids:
-        known.update(_fresh(conn, ns, known.newest))
+        known.update(fresh if fresh is not None else _fresh(conn, ns, known.newest))
     known.size, known.counted_at = total, now
     known.total = max(total, known.rows)
     _keep(key, known)
