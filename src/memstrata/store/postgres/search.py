@@ -641,13 +641,9 @@ def _walk_newest(
     if start is not None:  # the sample was the first window
         window = _next_window(len(found), scanned, below, limit, total, scanned, give_up=give_up)
     while window > 0:
-        if hint is not None and _sparse(len(found), scanned, window, hint):
-            # Matches are sparse in the rows read: the indexes find the window's.
-            ids, low = _sparse_window(
-                conn, ns, where, params, hint, below, window, limit - len(found)
-            )
-        else:
-            ids, low = _window(conn, ns, where, params, below, window, limit - len(found))
+        ids, low = _read_window(
+            conn, ns, where, params, hint, len(found), scanned, below, window, limit - len(found)
+        )
         found += ids
         scanned += window
         below = low
@@ -724,19 +720,45 @@ def _walk_and_or(
             found += both
             held = set(both)
             others += [i for i in either if i not in held]
-        elif _sparse(len(found), scanned, window, hint):
-            ids, low = _sparse_window(
-                conn, ns, anded, anded_params, hint, below, window, limit - len(found)
-            )
-            found += ids
         else:
-            ids, low = _window(conn, ns, anded, anded_params, below, window, limit - len(found))
+            ids, low = _read_window(
+                conn,
+                ns,
+                anded,
+                anded_params,
+                hint,
+                len(found),
+                scanned,
+                below,
+                window,
+                limit - len(found),
+            )
             found += ids
         scanned += window
         below, last = low, window
         window = _next_window(len(found), scanned, below, limit, probed.total, last, give_up=False)
     chosen = found[:limit]
     return chosen + others[: limit - len(chosen)]
+
+
+def _read_window(
+    conn: Conn,
+    ns: str,
+    where: str,
+    params: Sequence[Any],
+    hint: Hint | None,
+    found: int,
+    scanned: int,
+    below: int | None,
+    rows: int,
+    wanted: int,
+) -> tuple[list[int], int | None]:
+    """A walk's next window (:func:`_window`): through the GIN indexes when ``hint`` is
+    given and the ``found`` matches in the ``scanned`` rows read so far say the window's
+    are sparse (:func:`_sparse_window`), each row tested otherwise. The same rows."""
+    if hint is not None and _sparse(found, scanned, rows, hint):
+        return _sparse_window(conn, ns, where, params, hint, below, rows, wanted)
+    return _window(conn, ns, where, params, below, rows, wanted)
 
 
 def _sparse(found: int, scanned: int, window: int, hint: Hint) -> bool:
