@@ -40,11 +40,12 @@ VECTOR_INDEX_LOCK = 0x6D656D02
 @contextmanager
 def schema_lock(conn: psycopg.Connection[Any], kind: int) -> Iterator[bool]:
     """Try the advisory lock ``kind`` of the connection's schema (session-level, not
-    waiting); yield whether it was taken, and release it afterwards."""
+    waiting) on ``conn`` (rows as dicts, as the store's connections give them); yield
+    whether it was taken, and release it afterwards."""
     row = conn.execute(
         "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())) AS got", (kind,)
     ).fetchone()
-    got = bool(row and (row["got"] if isinstance(row, dict) else row[0]))
+    got = bool(row and row["got"])
     try:
         yield got
     finally:
