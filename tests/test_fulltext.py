@@ -276,6 +276,8 @@ def test_any_query_searches_without_error(store: SessionStore, query: str) -> No
 def test_highlight_marks_every_needle() -> None:
     """The Python snippet wraps each occurrence and merges adjacent marks."""
     assert highlight("好的，服务端配置", ["服务", "务端"]) == "好的，>>>服务端<<<配置"
+    # A needle ending in a Latin letter is marked to its word's end, wherever it starts.
+    assert highlight("修改youer服务端", ["改you"]) == "修>>>改youer<<<服务端"
     assert highlight("x" * 300 + " needle", ["needle"]).startswith("...")
 
 
@@ -352,7 +354,9 @@ def _reference_highlight(text: str, needles: list[str], width: int = 120) -> str
             if latin and pos > 0 and latin_alnum(lower[pos - 1]):
                 pos = lower.find(needle, pos + 1)
                 continue
-            while latin and end < len(lower) and latin_alnum(lower[end]):
+            while (
+                (latin or latin_alnum(needle[-1])) and end < len(lower) and latin_alnum(lower[end])
+            ):
                 end += 1
             spans.append((pos, end))
             pos = lower.find(needle, pos + 1)

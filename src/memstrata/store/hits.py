@@ -146,6 +146,9 @@ def _next_match(lower: str, needle: str, latin: bool, start: int) -> int:
 def highlight(text: str, needles: Sequence[str], width: int = SNIPPET_CHARS) -> str:
     """A window of ``text`` around the first needle, matches wrapped in >>> <<<.
 
+    A needle that starts with a Latin letter or digit is marked where a word starts; any
+    needle that ends with one is marked to the end of its word.
+
     Overlapping or adjacent matches (the bigrams of one CJK word) become one marked span.
     Only the window is scanned for further matches: a long message costs one search per
     needle for its first match, not a walk over every occurrence.
