@@ -38,6 +38,13 @@ _NAMESPACED_TABLES = (
 )
 
 
+def write_turns(store: Any, session_id: str, texts: list[str], **session: Any) -> None:
+    """Create ``session_id`` (``session``: its fields) in ``store``, SQLite or PostgreSQL,
+    and append one user message per text, in one call."""
+    store.create_session(session_id, **session)
+    store.append_messages(session_id, [{"role": "user", "content": t} for t in texts])
+
+
 def record(**figures: Any) -> None:
     """Append one line of figures for benchmarks/hardening.py, when it asked for them."""
     log = os.environ.get(HARDENING_LOG_ENV)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import traced_reads
+from helpers import traced_reads, write_turns
 from memstrata.errors import SessionStoreError
 from memstrata.store import base as store_base
 from memstrata.store.base import search_messages, search_sessions
@@ -316,15 +316,16 @@ def test_trigram_serves_terms_the_word_index_misses(tmp_path: Path) -> None:
     and so is an identifier cut inside, marked where it was found to its word's end (a
     word is marked only where a word starts)."""
     with SessionStore(tmp_path / "s.db") as s:
-        s.create_session("a", started_at=1.0)
-        s.append_messages(
+        write_turns(
+            s,
             "a",
             [
-                {"role": "user", "content": "why does getUserById return null?"},
-                {"role": "user", "content": "the user list is empty"},
-                {"role": "user", "content": "Renamed the helper to VENRIXTOR_CACHE today."},
-                {"role": "user", "content": "we painted and repainted the wall"},
+                "why does getUserById return null?",
+                "the user list is empty",
+                "Renamed the helper to VENRIXTOR_CACHE today.",
+                "we painted and repainted the wall",
             ],
+            started_at=1.0,
         )
         hits = search_messages(s, "getUser")
         assert [h["id"] for h in hits] == [1]

@@ -19,7 +19,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 
 from helpers import PG_DSN as DSN  # noqa: E402
-from helpers import drop_namespace, tokens_sql  # noqa: E402
+from helpers import drop_namespace, tokens_sql, write_turns  # noqa: E402
 from memstrata.store import bm25  # noqa: E402
 from memstrata.store.postgres import PostgresSessionStore, ranking  # noqa: E402
 from memstrata.store.postgres.schema import word_vector  # noqa: E402
@@ -245,16 +245,7 @@ def test_postings_per_row_as_a_walk_weighs_a_gin_scan(
     from memstrata.store.postgres.search import cjk_tsquery
 
     _, pg = pair
-    pg.create_session("s")
-    pg.append_messages(
-        "s",
-        [
-            {"role": "user", "content": "walrus and kite"},
-            {"role": "user", "content": "walrus alone"},
-            {"role": "user", "content": "数据库迁移"},
-            {"role": "user", "content": "nothing here"},
-        ],
-    )
+    write_turns(pg, "s", ["walrus and kite", "walrus alone", "数据库迁移", "nothing here"])
     with pg.connection() as conn:
         sample, _, _ = ranking.sample(conn, pg.namespace)
         words = list(compile_query("walrus kite").tree.positive_terms())  # type: ignore[union-attr]
