@@ -424,9 +424,18 @@ def _newest_both_ways(
         n = int(total["n"])
         args = [*params, *pred_params]
         bitmap = pg_search._newest_ids(
-            conn, ns, f"{where} AND {pred}", args, k, total=n, selective=True
+            conn,
+            ns,
+            f"{where} AND {pred}",
+            args,
+            k,
+            total=n,
+            selective=True,
+            carried=pg_search.Carried(),
         )
-        walked = pg_search._walk_newest(conn, ns, f"{where} AND {pred}", args, k, n)
+        walked = pg_search._walk_newest(
+            conn, ns, f"{where} AND {pred}", args, k, n, carried=pg_search.Carried()
+        )
         truth = [
             int(r["id"])
             for r in conn.execute(
@@ -516,7 +525,9 @@ def test_sparse_windows_find_the_rows_the_walk_tests(
         args = [*params, *pred_params]
         with pg.connection() as conn:
             n = 600
-            plain = pg_search._walk_newest(conn, pg.namespace, tested, args, 40, n, give_up=False)
+            plain = pg_search._walk_newest(
+                conn, pg.namespace, tested, args, 40, n, give_up=False, carried=pg_search.Carried()
+            )
             before = len(sparse_reads)
             hinted = pg_search._walk_newest(
                 conn,
@@ -526,6 +537,7 @@ def test_sparse_windows_find_the_rows_the_walk_tests(
                 40,
                 n,
                 give_up=False,
+                carried=pg_search.Carried(),
                 # Windows this small never pay for a GIN scan (see the next test):
                 # its postings taken as free.
                 hint=pg_search.Hint(pred, pred_params, n, 0.0, pg_search.GIN_ENTRY_COST),
@@ -712,6 +724,79 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
             assert len(windows) > len(passes), (query, windows, passes)
         assert passes == one_pass, query
         assert len(together) > 25, query  # the 25 newest rows holding every term, and more
+
+
+def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walks' windows (tested row by row and through the indexes) and the bitmap
+    reads return their matches with the columns that score them: the candidates and
+    their scores are those of the matches read again by id, in fewer statements."""
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
+    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
+    monkeypatch.setattr(pg_search, "MAX_WALK", 250)
+    pg.create_session("a")
+    texts = []
+    for i in range(300):
+        words = [
+            "osprey" if i % 3 == 0 else "",
+            "kite" if i % 5 == 0 else "",
+            "tern" * (i % 11 == 0),
+        ]
+        texts.append(
+            " ".join(w for w in words if w) + f" filler {i} 鱼鹰{'风筝' if i % 4 == 0 else ''}"
+        )
+    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
+    reads: list[str] = []
+    for name in ("_window", "_sparse_window", "_newest_ids"):
+        original = getattr(pg_search, name)
+
+        def counted(*args: Any, __f: Any = original, __n: str = name, **kw: Any) -> Any:
+            reads.append(__n)
+            return __f(*args, **kw)
+
+        monkeypatch.setattr(pg_search, name, counted)
+
+    def candidates(query: str) -> tuple[list[tuple[int, float]], int]:
+        statements = 0
+        with pg.connection(snapshot=True) as conn:
+            execute = conn.execute
+
+            def count(*args: Any, **kw: Any) -> Any:
+                nonlocal statements
+                statements += 1
+                return execute(*args, **kw)
+
+            conn.execute = count  # type: ignore[method-assign]
+            try:
+                found = pg_search.collect_candidates(
+                    conn, pg.namespace, compile_query(query), make_filters(), k=60, order="rank"
+                )
+            finally:
+                del conn.execute
+        return [(c.id, c.score) for c in found], statements
+
+    for query in ("osprey kite", "osprey AND kite", "osprey NOT kite", "kite OR tern", "鱼鹰"):
+        candidates(query)  # the term and sample caches filled
+        reads.clear()
+        carried, fewer = candidates(query)
+        assert reads, query
+        with monkeypatch.context() as apart:
+            # Nothing kept: every candidate read again by id, as before.
+            apart.setattr(
+                pg_search.Carried,
+                "keep",
+                lambda self, rows, *extra: [int(r["id"]) for r in rows if r["id"] is not None],
+            )
+            again, more = candidates(query)
+        assert carried == again and len(carried) >= 20, query
+        assert fewer <= more, query
+    # Every way of finding rows was taken by one query or another.
+    monkeypatch.setattr(pg_search, "_sparse", lambda *a: True)
+    reads.clear()
+    carried, _ = candidates("osprey kite")
+    assert "_sparse_window" in reads
 
 
 def test_gin_pending_lists_take_the_size_m007_gives_them(pg: PostgresSessionStore) -> None:
