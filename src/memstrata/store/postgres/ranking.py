@@ -458,6 +458,16 @@ class Scored:
     groups: Groups
     idf: float
     times: int
+    # What each hit adds before the row's BM25 gain (times x IDF), and the lexeme of a
+    # one-word term (most terms), whose frequency in a row is its positions, counted
+    # without term_frequency: both read once per candidate row and term.
+    weight: float = field(init=False)
+    lexeme: str | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.weight = self.times * self.idf
+        one = self.groups[0] if len(self.groups) == 1 and len(self.groups[0]) == 1 else None
+        self.lexeme = one[0][0] if one is not None and not one[0][2] else None
 
 
 def _scored(phrases: Sequence[Groups], index: str, stats: Sample) -> list[Scored]:
@@ -648,6 +658,9 @@ class Scoring:
         cands = []
         sides = [(name, f"{name}_length", lookup, average) for name, lookup, average in self.sides]
         sides = [side for side in sides if side[2]]
+        # bm25.gain's terms, computed as it computes them (the same floats): its length
+        # normalisation once per row and index, not once per term.
+        k1, b, k1_plus = bm25.K1, bm25.B, bm25.K1 + 1
         for r in rows:
             total = 0.0
             for name, length_key, lookup, average in sides:
@@ -656,10 +669,16 @@ class Scoring:
                     continue
                 vector = parse_vector(text)
                 length = int(r.get(length_key) or text_length(text))
+                norm = k1 * (1 - b + b * length / average if average > 0 else 1.0)
                 for s in lookup.candidates(vector):
-                    tf = term_frequency(vector, s.groups)
-                    if tf:
-                        total += s.times * s.idf * bm25.gain(tf, length, average)
+                    if s.lexeme is not None:
+                        # Found by its lexeme (_Lookup.candidates): held at least once.
+                        tf = vector[s.lexeme].count(",") + 1
+                    else:
+                        tf = term_frequency(vector, s.groups)
+                        if not tf:
+                            continue
+                    total += s.weight * (tf * k1_plus / (tf + norm))
             if self.extra:
                 text = _text(r)
                 vector = parse_vector(r.get("word"))
