@@ -76,7 +76,9 @@ CLASS_LABELS = {
     "identifiers": "identifiers",
 }
 # The probe statement of memstrata.store.postgres.search (both versions start it so).
-PROBE_PREFIX = "WITH s AS MATERIALIZED"
+# The probe statement: with the sample of the tenant's newest rows, or through the
+# indexes alone (terms in none of the ranking sample's rows, since 2026-12).
+PROBE_PREFIX = ("WITH s AS MATERIALIZED", "WITH p AS MATERIALIZED (SELECT ARRAY(")
 
 
 def queries(classes: tuple[str, ...] = CLASSES) -> dict[str, list[str]]:

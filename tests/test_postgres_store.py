@@ -799,6 +799,71 @@ def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
     assert "_sparse_window" in reads
 
 
+def test_terms_unseen_in_the_newest_rows_are_probed_without_the_sample(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms the ranking sample (the tenant's newest rows) holds nowhere are probed
+    through their indexes alone, one statement without the sample; one that is common
+    all the same (in older rows) is probed again with the sample. Either way the
+    candidates are those the sample's way gives; a tenant too large for the ranking
+    sample to tell (see _unseen) always takes the sample's way."""
+    monkeypatch.setattr(pg_search, "COMMON_DF", 50)
+    pg.create_session("a")
+    pg.append_messages(
+        "a", [{"role": "user", "content": f"albatross sighting {i}"} for i in range(100)]
+    )
+    pg.append_messages(
+        "a",
+        [
+            {"role": "user", "content": f"petrel nest {i}" if i in (3, 40, 77) else f"filler {i}"}
+            for i in range(600)
+        ],
+    )
+
+    def search(query: str) -> tuple[list[tuple[int, float]], list[str]]:
+        sent: list[str] = []
+        with pg.connection(snapshot=True) as conn:
+            execute = conn.execute
+
+            def spy(sql: Any, *args: Any, **kw: Any) -> Any:
+                sent.append(str(sql))
+                return execute(sql, *args, **kw)
+
+            conn.execute = spy  # type: ignore[method-assign]
+            try:
+                found = pg_search.collect_candidates(
+                    conn, pg.namespace, compile_query(query), make_filters(), k=100, order="rank"
+                )
+            finally:
+                del conn.execute
+        return [(c.id, c.score) for c in found], sent
+
+    def probes(sent: list[str]) -> list[str]:
+        return [
+            "sample" if q.startswith("WITH s AS") else "indexes"
+            for q in sent
+            if q.startswith(("WITH s AS MATERIALIZED", "WITH p AS MATERIALIZED (SELECT ARRAY("))
+        ]
+
+    for query, way in (
+        ("petrel", ["indexes"]),
+        ("albatross", ["indexes", "sample"]),  # common in older rows: probed again
+        ("albatross petrel", ["indexes", "sample"]),
+    ):
+        search(query)  # the term and sample caches filled
+        found, sent = search(query)
+        assert probes(sent) == way, (query, sent)
+        with monkeypatch.context() as sampled:
+            sampled.setattr(pg_search, "_unseen", lambda *a: False)
+            again, sent = search(query)
+        assert probes(sent) == ["sample"], query
+        assert found == again and found, query
+    # The tenant's size makes the ranking sample's 500 rows too few to tell.
+    monkeypatch.setattr(pg_search, "COMMON_DF", 1)
+    _, sent = search("petrel")
+    assert probes(sent) == ["sample"]
+
+
 def test_gin_pending_lists_take_the_size_m007_gives_them(pg: PostgresSessionStore) -> None:
     """m007: every GIN search index takes rows into a 4 MB pending list (merged by the
     store's writers, see test_postgres_statistics)."""
