@@ -52,6 +52,53 @@ def _namespace() -> str:
     return f"t-{uuid.uuid4().hex[:16]}"
 
 
+def counted_calls(monkeypatch: pytest.MonkeyPatch, *names: str) -> list[str]:
+    """The names of the ``pg_search`` functions ``names`` in the order they are called
+    from now on (each still does its work)."""
+    calls: list[str] = []
+    for name in names:
+        original = getattr(pg_search, name)
+
+        def counted(*args: Any, __f: Any = original, __n: str = name, **kw: Any) -> Any:
+            calls.append(__n)
+            return __f(*args, **kw)
+
+        monkeypatch.setattr(pg_search, name, counted)
+    return calls
+
+
+def small_walks(monkeypatch: pytest.MonkeyPatch, *, max_walk: int) -> None:
+    """The search's sample, common-term bound and walk scaled down to a test tenant's
+    few hundred rows: a term in 5 rows is common, walks step 10 rows at a time."""
+    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
+    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
+    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
+    monkeypatch.setattr(pg_search, "MAX_WALK", max_walk)
+
+
+def ranked(
+    store: PostgresSessionStore, query: str, *, k: int
+) -> tuple[list[tuple[int, float]], list[str]]:
+    """The ranked candidates of ``query`` (id, score) as the search collects them, in a
+    snapshot, and the statements it sent."""
+    sent: list[str] = []
+    with store.connection(snapshot=True) as conn:
+        execute = conn.execute
+
+        def spy(sql: Any, *args: Any, **kw: Any) -> Any:
+            sent.append(str(sql))
+            return execute(sql, *args, **kw)
+
+        conn.execute = spy  # type: ignore[method-assign, assignment]
+        try:
+            found = pg_search.collect_candidates(
+                conn, store.namespace, compile_query(query), make_filters(), k=k, order="rank"
+            )
+        finally:
+            del conn.execute
+    return [(c.id, c.score) for c in found], sent
+
+
 @pytest.fixture
 def pg() -> Iterator[PostgresSessionStore]:
     with PostgresSessionStore(DSN, namespace=_namespace(), pool_size=2) as store:
@@ -214,7 +261,7 @@ def test_durability_sets_synchronous_commit(mode: str, setting: str) -> None:
         assert store.durability == mode
         with store.connection() as conn:
             row = conn.execute("SHOW synchronous_commit").fetchone()
-        assert row["synchronous_commit"] == setting
+        assert row is not None and row["synchronous_commit"] == setting
 
 
 def test_nul_characters_and_structured_content_round_trip(pg: PostgresSessionStore) -> None:
@@ -503,14 +550,7 @@ def test_sparse_windows_find_the_rows_the_walk_tests(
             ],
         )
         other.append_messages("b", [{"role": "user", "content": "osprey kite"}] * 10)
-    sparse_reads: list[int] = []
-    read = pg_search._sparse_window
-
-    def counted(*args: Any, **kwargs: Any) -> tuple[list[int], int | None]:
-        sparse_reads.append(1)
-        return read(*args, **kwargs)
-
-    monkeypatch.setattr(pg_search, "_sparse_window", counted)
+    sparse_reads = counted_calls(monkeypatch, "_sparse_window")
     where, params = pg_search.filter_sql(pg.namespace, make_filters())
     terms = [pg_search.term_sql(t) for t in compile_query("osprey kite").tree.terms()]  # type: ignore[union-attr]
     for query in ("osprey OR kite", "osprey AND kite", "osprey NOT kite"):
@@ -641,10 +681,7 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
 ) -> None:
     """A term common in the tenant's newest rows is never probed through its index; a
     rare one is, whole; the walk of a common term stops at MAX_WALK rows."""
-    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
-    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
-    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
-    monkeypatch.setattr(pg_search, "MAX_WALK", 60)
+    small_walks(monkeypatch, max_walk=60)
     pg.create_session("a")
     old = pg.append_messages("a", [{"role": "user", "content": "gannet old"}] * 30)
     rare = pg.append_messages("a", [{"role": "user", "content": "puffin rare"}] * 3)
@@ -679,10 +716,7 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
     Chinese word, which occur together): the AND walk and the OR walk in one pass give
     the candidates the two walks give one after the other, in fewer statements; so do
     terms whose rows holding some of them are plenty (its windows then test the AND)."""
-    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
-    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
-    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
-    monkeypatch.setattr(pg_search, "MAX_WALK", 250)
+    small_walks(monkeypatch, max_walk=250)
     pg.create_session("a")
     texts = []
     for i in range(300):
@@ -693,15 +727,7 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
         else:
             texts.append(f"其他内容 {i}")
     pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
-    windows: list[str] = []
-    for name in ("_window", "_window_both", "_sparse_window"):
-        original = getattr(pg_search, name)
-
-        def counted(*args: Any, __f: Any = original, __n: str = name, **kw: Any) -> Any:
-            windows.append(__n)
-            return __f(*args, **kw)
-
-        monkeypatch.setattr(pg_search, name, counted)
+    windows = counted_calls(monkeypatch, "_window", "_window_both", "_sparse_window")
 
     def candidates(query: str) -> list[tuple[int, float]]:
         with pg.connection(snapshot=True) as conn:
@@ -732,10 +758,7 @@ def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
     """The walks' windows (tested row by row and through the indexes) and the bitmap
     reads return their matches with the columns that score them: the candidates and
     their scores are those of the matches read again by id, in fewer statements."""
-    monkeypatch.setattr(pg_search, "SAMPLE_ROWS", 40)
-    monkeypatch.setattr(pg_search, "COMMON_DF", 5)
-    monkeypatch.setattr(pg_search, "WALK_WINDOW", 10)
-    monkeypatch.setattr(pg_search, "MAX_WALK", 250)
+    small_walks(monkeypatch, max_walk=250)
     pg.create_session("a")
     texts = []
     for i in range(300):
@@ -748,34 +771,11 @@ def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
             " ".join(w for w in words if w) + f" filler {i} 鱼鹰{'风筝' if i % 4 == 0 else ''}"
         )
     pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
-    reads: list[str] = []
-    for name in ("_window", "_sparse_window", "_newest_ids"):
-        original = getattr(pg_search, name)
-
-        def counted(*args: Any, __f: Any = original, __n: str = name, **kw: Any) -> Any:
-            reads.append(__n)
-            return __f(*args, **kw)
-
-        monkeypatch.setattr(pg_search, name, counted)
+    reads = counted_calls(monkeypatch, "_window", "_sparse_window", "_newest_ids")
 
     def candidates(query: str) -> tuple[list[tuple[int, float]], int]:
-        statements = 0
-        with pg.connection(snapshot=True) as conn:
-            execute = conn.execute
-
-            def count(*args: Any, **kw: Any) -> Any:
-                nonlocal statements
-                statements += 1
-                return execute(*args, **kw)
-
-            conn.execute = count  # type: ignore[method-assign]
-            try:
-                found = pg_search.collect_candidates(
-                    conn, pg.namespace, compile_query(query), make_filters(), k=60, order="rank"
-                )
-            finally:
-                del conn.execute
-        return [(c.id, c.score) for c in found], statements
+        found, sent = ranked(pg, query, k=60)
+        return found, len(sent)
 
     for query in ("osprey kite", "osprey AND kite", "osprey NOT kite", "kite OR tern", "鱼鹰"):
         candidates(query)  # the term and sample caches filled
@@ -821,22 +821,7 @@ def test_terms_unseen_in_the_newest_rows_are_probed_without_the_sample(
     )
 
     def search(query: str) -> tuple[list[tuple[int, float]], list[str]]:
-        sent: list[str] = []
-        with pg.connection(snapshot=True) as conn:
-            execute = conn.execute
-
-            def spy(sql: Any, *args: Any, **kw: Any) -> Any:
-                sent.append(str(sql))
-                return execute(sql, *args, **kw)
-
-            conn.execute = spy  # type: ignore[method-assign]
-            try:
-                found = pg_search.collect_candidates(
-                    conn, pg.namespace, compile_query(query), make_filters(), k=100, order="rank"
-                )
-            finally:
-                del conn.execute
-        return [(c.id, c.score) for c in found], sent
+        return ranked(pg, query, k=100)
 
     def probes(sent: list[str]) -> list[str]:
         return [
