@@ -525,11 +525,11 @@ class Probed:
         spares arm ``i`` its probe; ``where``: the search's filters (see :meth:`sample`).
 
         When the ranking sample (the tenant's newest rows) holds none of the search's
-        terms (``unseen``), their arms are probed through their indexes alone: the sample
-        of the tenant's newest rows (2,000 rows read and tested, 2.7 of a one-word
-        search's 7 ms at 100k messages) tells common terms apart, and terms absent from
-        the newest rows are rare. One found in COMMON_DF rows all the same (common in
-        older rows only) has the arms probed again with the sample.
+        terms (``unseen``), their arms are probed through their indexes alone, without
+        the sample of the tenant's newest rows that tells common terms apart (2,000 rows
+        read and tested: 2.7 of a one-word search's 7 ms at 100k messages), for terms
+        absent from the newest rows are rare. Should one be found in COMMON_DF rows all
+        the same (common in older rows only), the arms are probed again with the sample.
         """
         todo = {_key(a): a for a in arms if _key(a) not in self.ids}
         if not todo and self.ids:
