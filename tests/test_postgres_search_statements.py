@@ -94,6 +94,35 @@ def test_a_snapshot_begins_in_one_statement(
         assert row is not None and row["level"] == "repeatable read"
 
 
+def test_an_append_is_one_statement_of_its_own(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn is appended in one statement, atomic on its own: no BEGIN and COMMIT
+    around it. A missing session writes nothing and leaves the connection's transactions
+    as they were; inside an outer transaction an append joins it (and its rollback)."""
+    from memstrata.errors import SessionNotFoundError
+
+    spy = Statements(monkeypatch)
+    pg.create_session("s")
+    pg.append_messages("s", [{"role": "user", "content": "first"}])  # caches warm
+    turn = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    sent = spy.during(lambda: pg.append_messages("s", turn))
+    assert len(sent) == 1 and sent[0].startswith("WITH counted AS"), sent
+    assert [m["content"] for m in pg.get_messages("s")] == ["first", "a", "b"]
+    assert pg.get_session("s")["message_count"] == 3  # type: ignore[index]
+
+    with pytest.raises(SessionNotFoundError):
+        pg.append_messages("missing", turn)
+    sent = spy.during(lambda: pg.get_messages("s"))
+    assert [q for q in sent if q.startswith(("BEGIN", "COMMIT"))] == ["BEGIN", "COMMIT"], sent
+
+    with pytest.raises(RuntimeError), pg.connection():
+        pg.append_messages("s", [{"role": "user", "content": "undone"}])
+        raise RuntimeError("the outer transaction fails")
+    assert [m["content"] for m in pg.get_messages("s")] == ["first", "a", "b"]
+    assert pg.get_session("s")["message_count"] == 3  # type: ignore[index]
+
+
 def add(store: PostgresSessionStore, sid: str, texts: list[str]) -> None:
     store.create_session(sid)
     store.append_messages(sid, [{"role": "user", "content": t} for t in texts])

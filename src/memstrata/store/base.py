@@ -101,6 +101,12 @@ class BaseSessionStore(Closing, abc.ABC):
         write lock up front; ``snapshot`` makes every read of a read transaction see one
         state of the database."""
 
+    def _append_transaction(self) -> AbstractContextManager[Transaction]:
+        """The transaction of :meth:`append_messages`, whose only write is one
+        ``insert_messages``: a write transaction, unless the backend makes that insert
+        atomic on its own."""
+        return self._transaction(write=True)
+
     @property
     @abc.abstractmethod
     def durability(self) -> Durability:
@@ -650,7 +656,7 @@ class BaseSessionStore(Closing, abc.ABC):
         """
         # Validated and encoded before the transaction: a bad message costs no lock.
         rows = [message_values(m, i) for i, m in enumerate(messages)]
-        with self._transaction(write=True) as tx:
+        with self._append_transaction() as tx:
             if not rows:
                 self._require(tx, session_id)  # nothing to insert says nothing of it
             return self._insert(tx, session_id, rows)

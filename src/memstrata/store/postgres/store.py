@@ -160,17 +160,23 @@ class PostgresSessionStore(BaseSessionStore):
 
     @contextmanager
     def _transaction(
-        self, *, write: bool = False, snapshot: bool = False
+        self, *, write: bool = False, snapshot: bool = False, single: bool = False
     ) -> Iterator[PostgresTransaction]:
-        # Reads and writes share the pool; a snapshot is a REPEATABLE READ transaction.
+        # Reads and writes share the pool; a snapshot is a REPEATABLE READ transaction;
+        # single: see Database.connection.
         outermost = self._db.held() is None
-        with self._db.connection(snapshot=snapshot and not write) as conn:
+        with self._db.connection(snapshot=snapshot and not write, single=single) as conn:
             tx = PostgresTransaction(conn, self._namespace, self._vectors)
             yield tx
         if tx.recounted:
             ranking.changed(self._namespace)  # committed (or joined to an outer transaction)
         if write and outermost:
             self._keeper.wrote(tx.inserted)
+
+    def _append_transaction(self) -> AbstractContextManager[PostgresTransaction]:
+        # An append's insert is one statement (the turn's rows and the session's counters,
+        # see messages._APPEND), atomic on its own: no BEGIN and COMMIT around it.
+        return self._transaction(write=True, single=True)
 
     def store_vectors(self, model: str, dims: int, vectors: Mapping[int, bytes]) -> int:
         """Store unit vectors as the base store does; the first vectors of a size get
