@@ -23,7 +23,7 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from helpers import tokens_sql  # noqa: E402
@@ -956,6 +956,81 @@ def test_no_query_raises_or_breaks_sql(query: str) -> None:
     store = _shared_search_store()
     hits = store.search_messages(query, limit=5)
     assert all(h["session_id"] == "prop" for h in hits)
+
+
+# A tenant of 700 messages for the property test below: words common everywhere, words
+# in a few rows, words only in the oldest rows (absent from the ranking sample's newest
+# 500), a compound, Chinese words and a code identifier.
+_MIXED_WORDS = ["osprey", "kite", "tern", "heron", "plover", "auth-api", "nriyun_client"]
+_OLD_WORDS = ["albatross", "petrel", "数据库"]
+_MIXED: list[PostgresSessionStore] = []
+
+
+def _mixed_store() -> PostgresSessionStore:
+    if not _MIXED:
+        store = PostgresSessionStore(DSN, namespace=_namespace(), pool_size=1)
+        store.create_session("mixed")
+        texts = []
+        for i in range(700):
+            words = [w for k, w in enumerate(_MIXED_WORDS) if i % (k * 7 + 3) == 0]
+            if i < 200:
+                words += [w for k, w in enumerate(_OLD_WORDS) if i % (k + 2) == 0]
+            if i % 97 == 5:
+                words.append("网络")
+            texts.append(" ".join(words) + f" filler {i % 13}")
+        store.append_messages("mixed", [{"role": "user", "content": t} for t in texts])
+        _MIXED.append(store)
+    return _MIXED[0]
+
+
+_MIXED_QUERY = st.tuples(
+    st.lists(
+        st.sampled_from([*_MIXED_WORDS, *_OLD_WORDS, "网络", "filler", "absent"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
+    st.sampled_from(["words", "words", "AND", "OR", "NOT", "phrase", "prefix"]),
+)
+
+
+def _mixed_query(words: list[str], form: str) -> str:
+    if form == "phrase":
+        return '"' + " ".join(words) + '"'
+    if form == "prefix":
+        return words[0][:3] + "*"
+    if form == "words" or len(words) < 2:
+        return " ".join(words)
+    return f" {form} ".join(words)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=_MIXED_QUERY)
+@example(drawn=(["albatross"], "words"))  # common in the oldest rows only: probed twice
+@example(drawn=(["petrel", "数据库"], "words"))
+@example(drawn=(["albatross", "osprey"], "AND"))
+def test_candidates_are_those_of_the_sampled_probe_and_a_second_read(
+    drawn: tuple[list[str], str],
+) -> None:
+    """Whatever the query, the candidates and their scores are those the search gives
+    when every probe takes the sample and every candidate is read again by id to be
+    scored: the probe through the indexes alone (terms absent from the newest rows) and
+    the rows read with their scoring columns where they are found change the work, not
+    the answer."""
+    query = _mixed_query(*drawn)
+    store = _mixed_store()
+    with pytest.MonkeyPatch.context() as patch:
+        # Walks may reach the oldest rows, where the words the newest rows lack are.
+        small_walks(patch, max_walk=800)
+        found, _ = ranked(store, query, k=60)
+        patch.setattr(pg_search, "_unseen", lambda *a: False)
+        patch.setattr(
+            pg_search.Carried,
+            "keep",
+            lambda self, rows, *extra: [int(r["id"]) for r in rows if r["id"] is not None],
+        )
+        again, _ = ranked(store, query, k=60)
+    assert found == again, query
 
 
 _SEARCH_STORE: list[PostgresSessionStore] = []
