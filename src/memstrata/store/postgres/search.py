@@ -530,6 +530,9 @@ class Probed:
         read and tested: 2.7 of a one-word search's 7 ms at 100k messages), for terms
         absent from the newest rows are rare. Should one be found in COMMON_DF rows all
         the same (common in older rows only), the arms are probed again with the sample.
+        (A term in fewer rows is then ranked over all its rows, as SQLite ranks it, also
+        where the sample would have called it common for being dense in the rows just
+        older than the ranking sample's; the newest of its rows were what was ranked.)
         """
         todo = {_key(a): a for a in arms if _key(a) not in self.ids}
         if not todo and self.ids:
