@@ -753,22 +753,10 @@ def _walk_newest(
     if start is not None:  # the sample was the first window
         window = _next_window(len(found), scanned, below, limit, total, scanned, give_up=give_up)
     while window > 0:
-        ids, low = _read_window(
-            conn,
-            ns,
-            where,
-            params,
-            hint,
-            len(found),
-            scanned,
-            below,
-            window,
-            limit - len(found),
-            carried,
+        below = _read_window(
+            conn, ns, (where, params), hint, found, limit, scanned, below, window, carried
         )
-        found += ids
         scanned += window
-        below = low
         window = _next_window(len(found), scanned, below, limit, total, window, give_up=give_up)
     if window < 0:
         return None
@@ -844,20 +832,9 @@ def _walk_and_or(
             held = set(both)
             others += [i for i in either if i not in held]
         else:
-            ids, low = _read_window(
-                conn,
-                ns,
-                anded,
-                anded_params,
-                hint,
-                len(found),
-                scanned,
-                below,
-                window,
-                limit - len(found),
-                carried,
+            low = _read_window(
+                conn, ns, (anded, anded_params), hint, found, limit, scanned, below, window, carried
             )
-            found += ids
         scanned += window
         below, last = low, window
         window = _next_window(len(found), scanned, below, limit, probed.total, last, give_up=False)
@@ -868,22 +845,29 @@ def _walk_and_or(
 def _read_window(
     conn: Conn,
     ns: str,
-    where: str,
-    params: Sequence[Any],
+    pred: tuple[str, Sequence[Any]],
     hint: Hint | None,
-    found: int,
+    found: list[int],
+    limit: int,
     scanned: int,
     below: int | None,
     rows: int,
-    wanted: int,
     carried: Carried,
-) -> tuple[list[int], int | None]:
-    """A walk's next window (:func:`_window`): through the GIN indexes when ``hint`` is
-    given and the ``found`` matches in the ``scanned`` rows read so far say the window's
-    are sparse (:func:`_sparse_window`), each row tested otherwise. The same rows."""
-    if hint is not None and _sparse(found, scanned, rows, hint):
-        return _sparse_window(conn, ns, where, params, hint, below, rows, wanted, carried)
-    return _window(conn, ns, where, params, below, rows, wanted, carried)
+) -> int | None:
+    """A walk's next window (:func:`_window`) of ``rows`` rows below ``below``, its
+    matches of ``pred`` (SQL and values) appended to ``found`` up to ``limit`` in all;
+    returns the window's oldest id (None: the tenant ended). Read through the GIN
+    indexes when ``hint`` is given and the matches in the ``scanned`` rows read so far
+    say the window's are sparse (:func:`_sparse_window`), each row tested otherwise:
+    the same rows."""
+    where, params = pred
+    wanted = limit - len(found)
+    if hint is not None and _sparse(len(found), scanned, rows, hint):
+        ids, low = _sparse_window(conn, ns, where, params, hint, below, rows, wanted, carried)
+    else:
+        ids, low = _window(conn, ns, where, params, below, rows, wanted, carried)
+    found += ids
+    return low
 
 
 def _sparse(found: int, scanned: int, window: int, hint: Hint) -> bool:
