@@ -622,6 +622,15 @@ class Carried:
         """The select list of a candidate row (its values: :attr:`params`, first)."""
         return "m.id, m.session_id, m.timestamp" + (f", {self.columns}" if self.columns else "")
 
+    def lateral(self, matches: str) -> str:
+        """The candidate rows of ``matches`` (``FROM ...``, values after :attr:`params`)
+        after the columns of a statement that must return one row: one row per match,
+        or one of NULLs when none (see :meth:`keep`)."""
+        return (
+            f"x.* FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT {self.select} {matches}) "
+            "AS x ON TRUE"
+        )
+
     def keep(self, rows: Sequence[dict[str, Any]], *extra: str) -> list[int]:
         """Keep ``rows`` (their ``extra`` columns left out); their ids in order. A row
         without an id is the one row of a window that matched nothing."""
@@ -930,8 +939,7 @@ def _window(
     head = [[ns], *bound, 0, [ns], *bound, rows - 1]
     # One row per match (one of NULLs when none), each with the window's low end.
     found = conn.execute(
-        ends + "SELECT (SELECT id FROM lo) AS low, x.* FROM (SELECT 1) AS one "
-        f"LEFT JOIN LATERAL (SELECT {carried.select} {matches}) AS x ON TRUE",
+        ends + f"SELECT (SELECT id FROM lo) AS low, {carried.lateral(matches)}",
         [*head, *carried.params, *params, wanted],
     ).fetchall()
     low = found[0]["low"]
@@ -999,8 +1007,7 @@ def _sparse_window(
     values = [*params, *hint.params, 0 if low is None else low, -1 if high is None else high]
     # One row per match (one of NULLs when none), each restoring the setting.
     found = conn.execute(
-        "SELECT set_config('enable_indexscan', %s, true) AS was, x.* FROM (SELECT 1) AS one "
-        f"LEFT JOIN LATERAL (SELECT {carried.select} {matches}) AS x ON TRUE",
+        f"SELECT set_config('enable_indexscan', %s, true) AS was, {carried.lateral(matches)}",
         [ends["was"], *carried.params, *values, wanted],
     ).fetchall()
     return carried.keep(found, "was"), None if low is None else int(low)
@@ -1198,9 +1205,9 @@ def _collect(
         # The probes returned every row of the rare terms: filtered and ranked by id.
         ids = sorted({i for t in rare for i in probed.rows(t)} | held)
         found = conn.execute(
-            f"SELECT m.id, m.session_id, m.timestamp, {scoring.columns} FROM messages m "
+            f"SELECT {carried.select} FROM messages m "
             f"WHERE {where} AND m.id = ANY(%s) ORDER BY m.id DESC LIMIT %s",
-            [*scoring.params, *params, ids, COMMON_DF * max(len(rare), 1)],
+            [*carried.params, *params, ids, COMMON_DF * max(len(rare), 1)],
         ).fetchall()
     chosen = [int(r["id"]) for r in found]
     for joiner in (" AND ", " OR "):
