@@ -127,6 +127,17 @@ def test_reset_is_recorded_and_undoable(memstrata_home: Path) -> None:
     assert _bytes(memory.path("memory")) == before
 
 
+def test_history_reads_any_limit(memstrata_home: Path) -> None:
+    """A limit past what SQL's integers hold reads every change (the CLI refuses it
+    with a usage error instead)."""
+    memory = FileMemory(memstrata_home)
+    memory.add("memory", "alpha")
+    memory.add("memory", "beta")
+    assert len(memory.history.list(limit=10**30)) == 2
+    result = CliRunner().invoke(cli, ["memory", "history", "--limit", str(10**30)])
+    assert result.exit_code == 2 and "1000000000" in result.output, result.output
+
+
 def test_history_file_is_private(memstrata_home: Path) -> None:
     """The history holds every byte memory ever held: 0600 like the memory files."""
     FileMemory(memstrata_home).add("memory", "secret-ish")

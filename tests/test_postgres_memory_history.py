@@ -239,6 +239,7 @@ def test_namespaces_do_not_see_each_others_history(pg: PostgresMemory, namespace
             with PostgresSessionStore(DSN, namespace=other_ns) as store:
                 assert store.delete_namespace()["curated_memory_history"] == 1
             assert other.history.count() == 0 and pg.history.count() == 2
+            assert len(pg.history.list(limit=10**30)) == 2  # any limit: SQL's bigint held
     finally:
         drop_namespace(other_ns)
 

@@ -19,6 +19,7 @@ from memstrata.errors import MemstrataError
 from memstrata.memory.core import CuratedMemory
 from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.ops.forget import ForgetPlan, forget, history_terms, plan_forget
+from memstrata.paging import MAX_PAGE
 from memstrata.tools.session_search import parse_time
 
 
@@ -77,7 +78,7 @@ def _show_plan(plan: ForgetPlan) -> None:
     "max_messages",
     default=100,
     show_default=True,
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_PAGE),
     help="Refuse a query matching more messages than this.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be forgotten; delete nothing.")

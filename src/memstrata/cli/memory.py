@@ -25,6 +25,7 @@ from memstrata.memory.files import FileMemory, Target, WriteResult
 from memstrata.memory.format import FILE_NAMES
 from memstrata.memory.history import MemoryChange
 from memstrata.memory.tool import MemoryTool
+from memstrata.paging import MAX_PAGE
 
 if TYPE_CHECKING:
     from memstrata.memory.postgres import PostgresMemory
@@ -512,7 +513,7 @@ def _history_row(change: MemoryChange) -> list[str]:
 @click.option(
     "--limit",
     "-n",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_PAGE),
     default=20,
     show_default=True,
     help="How many changes to show, newest first.",

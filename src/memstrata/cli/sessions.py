@@ -25,6 +25,7 @@ from memstrata.cli.common import (
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.fileio import open_private_output, refuse_symlink
+from memstrata.paging import MAX_PAGE
 from memstrata.tools.session_search import parse_time
 
 
@@ -56,8 +57,8 @@ def sessions_group(ctx: click.Context) -> None:
 @sessions_group.command("list")
 @click.option("--source", default=None, help="Only sessions from this source (cli, mcp, ...).")
 @click.option("--exclude-source", multiple=True, help="Hide sessions from this source.")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--offset", default=0, type=click.IntRange(min=0))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, MAX_PAGE))
+@click.option("--offset", default=0, type=click.IntRange(0, MAX_PAGE))
 @click.option("--all", "include_archived", is_flag=True, help="Include archived sessions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def sessions_list(
@@ -203,8 +204,8 @@ def _time(value: str | None, name: str, *, end_of_day: bool = False) -> float | 
     default="relevance",
     show_default=True,
 )
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1))
-@click.option("--offset", default=0, type=click.IntRange(min=0))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, MAX_PAGE))
+@click.option("--offset", default=0, type=click.IntRange(0, MAX_PAGE))
 @click.option("--all", "include_inactive", is_flag=True, help="Include rewound messages.")
 @click.option(
     "--include-tool-traffic",
@@ -466,7 +467,7 @@ def sessions_reindex(as_json: bool) -> None:
 
 
 @sessions_group.command("embed")
-@click.option("--limit", type=click.IntRange(min=0), help="Embed at most this many messages.")
+@click.option("--limit", type=click.IntRange(0, MAX_PAGE), help="Embed at most this many messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def sessions_embed(limit: int | None, as_json: bool) -> None:
     """Compute the vectors hybrid recall uses for messages and facts that have none yet.

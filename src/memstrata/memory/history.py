@@ -39,6 +39,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
 from memstrata.fileio import create_private_file, private_dir
+from memstrata.paging import clamp_page
 from memstrata.store.sqlite.database import is_busy
 
 HISTORY_FILENAME: Final = "memory_history.db"
@@ -279,7 +280,7 @@ class MemoryHistory:
             sql += " WHERE target = ?"
             params.append(target)
         sql += " ORDER BY id DESC LIMIT ?"
-        params.append(max(1, int(limit)))
+        params.append(clamp_page(limit, 1))
         with self._connect() as conn:
             return [change_from_row(row) for row in conn.execute(sql, params)]
 

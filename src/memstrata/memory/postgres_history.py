@@ -31,6 +31,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from memstrata.memory.history import MemoryChange, _with_undos, change_from_row, no_such_change
+from memstrata.paging import clamp_page
 
 __all__ = ["PostgresMemoryHistory", "record"]
 
@@ -105,7 +106,7 @@ class PostgresMemoryHistory:
             sql += " AND target = %s"
             params.append(target)
         sql += " ORDER BY id DESC LIMIT %s"
-        params.append(max(1, int(limit)))
+        params.append(clamp_page(limit, 1))
         with self._connect() as conn:
             return [change_from_row(row) for row in conn.execute(sql, params).fetchall()]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from memstrata.errors import SessionStoreError
 from memstrata.memory.format import FILE_NAMES, TARGETS, serialize
 from memstrata.ops.importing.memstrata_jsonl import EXPORT_FORMAT, EXPORT_VERSION
 from memstrata.ops.importing.records import parents_first
+from memstrata.paging import MAX_PAGE
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory
@@ -46,7 +46,7 @@ Progress = Callable[[int, int], None]
 
 def all_session_ids(store: SessionStoreContract) -> list[str]:
     """Every session id in the store (archived, continuations and delegates included)."""
-    rows = store.list_sessions_rich(include_archived=True, limit=sys.maxsize)
+    rows = store.list_sessions_rich(include_archived=True, limit=MAX_PAGE)
     found: dict[str, None] = {}
     for row in rows:
         for sid in row["session_ids"]:

@@ -383,6 +383,7 @@ class BaseSessionStore(Closing, abc.ABC):
         ``active_since``/``active_until`` (Unix seconds, inclusive) keep the conversations
         whose newest activity falls in that span.
         """
+        check_paging(limit, offset, None)
         bounds = (active_since, active_until)
         if any(b is not None for b in bounds):
             if not order_by_last_active:

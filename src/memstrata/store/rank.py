@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from memstrata.errors import ConfigError, SessionStoreError
+from memstrata.paging import MAX_PAGE
 from memstrata.query.compile import CompiledQuery, compile_query
 from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.query.filters import Filters
@@ -81,10 +82,12 @@ def check_paging(limit: int, offset: int, sort: str | None, query: object = None
         raise SessionStoreError(
             f"Unknown sort {sort!r}: use 'newest', 'oldest', or leave it unset for relevance."
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise SessionStoreError(f"limit must be a positive integer, got {limit!r}.")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise SessionStoreError(f"offset must be a non-negative integer, got {offset!r}.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise SessionStoreError(f"limit must be an integer from 1 to {MAX_PAGE:,}, got {limit!r}.")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_PAGE:
+        raise SessionStoreError(
+            f"offset must be an integer from 0 to {MAX_PAGE:,}, got {offset!r}."
+        )
 
 
 def check_session_scoring(top_hits: int, hit_decay: float) -> None:

@@ -212,6 +212,13 @@ class FactStoreContractSuite:
         assert [f.id for f in facts.list()] == [vim.id, night.id]
         assert [f.id for f in facts.list(category="identity")] == [night.id]
         assert [f.id for f in facts.list(limit=1, offset=1)] == [night.id]
+        # Any number is a limit here, held within what SQL's integers hold.
+        huge = 10**30
+        assert [f.id for f in facts.list(limit=huge)] == [vim.id, night.id]
+        assert facts.list(offset=huge) == []
+        assert len(facts.history(limit=huge)) == 2
+        assert [f.id for f in facts.search("user", limit=huge)] == [vim.id, night.id]
+        assert len(facts.recall("night owl vim", limit=huge)) <= 2
         assert facts.count() == 2 and facts.count(category="preference") == 1
         assert [f.content for f in facts.search("")] == ["User prefers vim", "User is a night owl"]
         assert [f.id for f in facts.search("user", category="identity")] == [night.id]

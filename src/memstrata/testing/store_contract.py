@@ -30,6 +30,7 @@ from memstrata.errors import (
     SessionNotFoundError,
     SessionStoreError,
 )
+from memstrata.paging import MAX_PAGE
 from memstrata.store.contract import (
     MessageHit,
     MessageRow,
@@ -109,6 +110,24 @@ class StoreContractSuite:
         _raises(SessionStoreError, lambda: store.append_message("s1", "", "no role"))
         _raises(SessionStoreError, lambda: store.search_messages("x", limit=-1))
         _raises(SessionStoreError, lambda: store.get_messages_around(1, window=-1))
+
+    def test_a_page_is_bounded_where_sql_can_hold_it(self, store: Store) -> None:
+        """A limit or offset of any size gets the store error naming the range, never an
+        overflow of SQL's integers; the largest page allowed reads what there is."""
+        _conversation(store, "s1", "hello")
+        huge = 10**30
+        for call in (
+            lambda: store.search_messages("hello", limit=huge),
+            lambda: store.search_messages("hello", offset=huge),
+            lambda: store.search_sessions("hello", limit=huge),
+            lambda: store.list_sessions_rich(limit=huge),
+            lambda: store.list_sessions_rich(offset=huge),
+            lambda: store.list_sessions_rich(limit=0),
+        ):
+            _raises(SessionStoreError, call)
+        assert len(store.search_messages("hello", limit=MAX_PAGE, offset=0)) == 1
+        assert store.search_messages("hello", limit=MAX_PAGE, offset=MAX_PAGE) == []
+        assert [r["id"] for r in store.list_sessions_rich(limit=MAX_PAGE)] == ["s1"]
 
     def test_the_first_end_reason_wins_and_reopen_clears_it(self, store: Store) -> None:
         store.create_session("s1")

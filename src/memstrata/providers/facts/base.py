@@ -42,6 +42,7 @@ from memstrata.errors import (
     MemstrataError,
     NoMatchError,
 )
+from memstrata.paging import clamp_page
 from memstrata.providers.facts import recall as facts_recall
 from memstrata.providers.facts import vectors as facts_vectors
 from memstrata.providers.facts.args import (
@@ -386,8 +387,8 @@ class BaseFactStore(abc.ABC):
                 subject=subject,
                 status=status,
                 source=source,
-                limit=max(0, int(limit)),
-                offset=max(0, int(offset)),
+                limit=clamp_page(limit),
+                offset=clamp_page(offset),
             )
         return [Fact.from_row(r) for r in rows]
 
@@ -436,7 +437,7 @@ class BaseFactStore(abc.ABC):
     def history(self, fact_id: int | None = None, *, limit: int = 50) -> builtins.list[FactChange]:
         """Changes newest first: of one fact, or of the whole store."""
         with self._transaction() as tx:
-            rows = tx.history(None if fact_id is None else int(fact_id), max(0, int(limit)))
+            rows = tx.history(None if fact_id is None else int(fact_id), clamp_page(limit))
         return [
             FactChange(
                 id=int(r["id"]),
@@ -493,7 +494,7 @@ class BaseFactStore(abc.ABC):
                 missing = [i for i in scores if i not in rows]
                 rows.update(facts_recall.live_rows(tx, missing, category=category, subject=subject))
                 scores = {i: v for i, v in scores.items() if i in rows}
-        ranked = facts_recall.rank(scores, rows, int(limit))
+        ranked = facts_recall.rank(scores, rows, clamp_page(limit))
         return [Fact.from_row(rows[i], scores[i]) for i in ranked]
 
     def recall(
@@ -517,7 +518,7 @@ class BaseFactStore(abc.ABC):
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
                 matched = facts_vectors.fuse_recall(matched, sims, skip)
-            found = facts_recall.rows_by_score(tx, matched, int(limit), categories)
+            found = facts_recall.rows_by_score(tx, matched, clamp_page(limit), categories)
         return [Fact.from_row(row, score) for row, score in found]
 
     # -- vectors (optional hybrid recall) -------------------------------------------------
