@@ -19,7 +19,7 @@ from memstrata.errors import MemstrataError
 from memstrata.memory.core import CuratedMemory
 from memstrata.memory.format import FILE_NAMES, TARGETS
 from memstrata.ops.forget import ForgetPlan, forget, history_terms, plan_forget
-from memstrata.paging import MAX_PAGE
+from memstrata.query.paging import MAX_PAGE
 from memstrata.tools.session_search import parse_time
 
 

@@ -25,7 +25,7 @@ from memstrata.memory.files import FileMemory, Target, WriteResult
 from memstrata.memory.format import FILE_NAMES
 from memstrata.memory.history import MemoryChange
 from memstrata.memory.tool import MemoryTool
-from memstrata.paging import MAX_PAGE
+from memstrata.query.paging import MAX_PAGE
 
 if TYPE_CHECKING:
     from memstrata.memory.postgres import PostgresMemory

@@ -25,7 +25,7 @@ from memstrata.cli.common import (
 from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.fileio import open_private_output, refuse_symlink
-from memstrata.paging import MAX_PAGE
+from memstrata.query.paging import MAX_PAGE
 from memstrata.tools.session_search import parse_time
 
 

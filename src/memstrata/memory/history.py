@@ -39,7 +39,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
 from memstrata.fileio import create_private_file, private_dir
-from memstrata.paging import clamp_page
+from memstrata.query.paging import clamp_page
 from memstrata.store.sqlite.database import is_busy
 
 HISTORY_FILENAME: Final = "memory_history.db"

@@ -31,7 +31,7 @@ import psycopg
 from psycopg.rows import tuple_row
 
 from memstrata.memory.history import MemoryChange, _with_undos, change_from_row, no_such_change
-from memstrata.paging import clamp_page
+from memstrata.query.paging import clamp_page
 
 __all__ = ["PostgresMemoryHistory", "record"]
 

@@ -31,7 +31,7 @@ from memstrata.errors import SessionStoreError
 from memstrata.memory.format import FILE_NAMES, TARGETS, serialize
 from memstrata.ops.importing.memstrata_jsonl import EXPORT_FORMAT, EXPORT_VERSION
 from memstrata.ops.importing.records import parents_first
-from memstrata.paging import MAX_PAGE
+from memstrata.query.paging import MAX_PAGE
 
 if TYPE_CHECKING:
     from memstrata.memory.core import CuratedMemory

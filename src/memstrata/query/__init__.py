@@ -1,6 +1,6 @@
 """The query language both stores compile from: natural text and explicit syntax, CJK
-bigrams, the dates a question names, the two readings of a transcript-shaped query, and
-result filters.
+bigrams, the dates a question names, the two readings of a transcript-shaped query, result
+filters, and the bound of a page of results.
 """
 
 from __future__ import annotations

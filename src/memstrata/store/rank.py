@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from memstrata.errors import ConfigError, SessionStoreError
-from memstrata.paging import MAX_PAGE
 from memstrata.query.compile import CompiledQuery, compile_query
 from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.query.filters import Filters
+from memstrata.query.paging import MAX_PAGE
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.store import boosts
 from memstrata.store.backend import Candidate

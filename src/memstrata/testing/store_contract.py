@@ -30,7 +30,7 @@ from memstrata.errors import (
     SessionNotFoundError,
     SessionStoreError,
 )
-from memstrata.paging import MAX_PAGE
+from memstrata.query.paging import MAX_PAGE
 from memstrata.store.contract import (
     MessageHit,
     MessageRow,

@@ -42,7 +42,6 @@ from memstrata.errors import (
     MemstrataError,
     NoMatchError,
 )
-from memstrata.paging import clamp_page
 from memstrata.providers.facts import recall as facts_recall
 from memstrata.providers.facts import vectors as facts_vectors
 from memstrata.providers.facts.args import (
@@ -62,6 +61,7 @@ from memstrata.providers.facts.contract import (
     FactDump,
 )
 from memstrata.providers.facts.schema import CATEGORIES
+from memstrata.query.paging import clamp_page
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
 from memstrata.store.boosts import mix_readings
