@@ -134,6 +134,8 @@ def test_history_reads_any_limit(memstrata_home: Path) -> None:
     memory.add("memory", "alpha")
     memory.add("memory", "beta")
     assert len(memory.history.list(limit=10**30)) == 2
+    with pytest.raises(InvalidMemoryArgument, match="no change #"):
+        memory.history.get(10**30)  # an id past SQL's integers: no change, no overflow
     result = CliRunner().invoke(cli, ["memory", "history", "--limit", str(10**30)])
     assert result.exit_code == 2 and "1000000000" in result.output, result.output
 

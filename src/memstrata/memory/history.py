@@ -39,7 +39,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from memstrata.errors import DatabaseBusyError, DriftError, InvalidMemoryArgument, StorageError
 from memstrata.fileio import create_private_file, private_dir
-from memstrata.query.paging import clamp_page
+from memstrata.query.paging import SQL_INTEGERS, clamp_page
 from memstrata.store.sqlite.database import is_busy
 
 HISTORY_FILENAME: Final = "memory_history.db"
@@ -264,8 +264,12 @@ class MemoryHistory:
         """The change ``change_id``; InvalidMemoryArgument naming the fix if there is none."""
         if not self.path.exists():
             raise no_such_change(change_id, empty=True)
-        with self._connect() as conn:
-            row = conn.execute("SELECT * FROM changes WHERE id = ?", (int(change_id),)).fetchone()
+        row = None
+        if int(change_id) in SQL_INTEGERS:  # no change has an id past SQL's integers
+            with self._connect() as conn:
+                row = conn.execute(
+                    "SELECT * FROM changes WHERE id = ?", (int(change_id),)
+                ).fetchone()
         if row is None:
             raise no_such_change(change_id, empty=False)
         return change_from_row(row)

@@ -31,6 +31,7 @@ from memstrata.errors import (
 )
 from memstrata.query.compile import compile_query
 from memstrata.query.filters import Filters, make_filters
+from memstrata.query.paging import MAX_PAGE, SQL_INTEGERS
 from memstrata.store import lineage, listing, titles
 from memstrata.store.backend import HIDDEN_KINDS, ListingFilter, Transaction
 from memstrata.store.codec import (
@@ -691,13 +692,14 @@ class BaseSessionStore(Closing, abc.ABC):
         """
         if isinstance(window, bool) or not isinstance(window, int) or window < 0:
             raise SessionStoreError("window must be zero or more.")
+        window = min(window, MAX_PAGE)  # more than any session holds: all of it
         missing = SessionStoreError(
             f"No message {message_id}: it may have been deleted; search again for fresh ids."
         )
         if isinstance(message_id, bool) or not isinstance(message_id, int):
             raise missing
         with self._transaction(snapshot=True) as tx:
-            anchor = tx.message(message_id) if -(2**63) <= message_id < 2**63 else None
+            anchor = tx.message(message_id) if message_id in SQL_INTEGERS else None
             if anchor is None:
                 raise missing
             sid = str(anchor["session_id"])
@@ -723,7 +725,7 @@ class BaseSessionStore(Closing, abc.ABC):
         ``compacted=True`` (compaction) keeps them searchable; ``False`` (rewind/undo)
         hides them from search. Nothing leaves the indexes.
         """
-        wanted = None if ids is None else [int(i) for i in ids]
+        wanted = None if ids is None else _message_ids(ids)
         with self._transaction(write=True) as tx:
             self._require(tx, session_id, lock=True)
             changed = tx.archive_messages(session_id, wanted, compacted)
@@ -1123,7 +1125,9 @@ def as_conversation(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 
 
 def _message_ids(values: Iterable[int]) -> list[int]:
-    """Message ids as ints; anything else is refused with the fix."""
+    """Message ids as ints, leaving out those past SQL's 64-bit integers (no row has
+    one, and SQLite's driver raises OverflowError on them); anything else is refused
+    with the fix."""
     if isinstance(values, str | bytes):
         raise SessionStoreError("message_ids must be a list of integer message ids.")
     ids: list[int] = []
@@ -1132,7 +1136,8 @@ def _message_ids(values: Iterable[int]) -> list[int]:
             raise SessionStoreError(
                 f"Message ids are integers (got {value!r}); `memstrata sessions show` lists them."
             )
-        ids.append(value)
+        if value in SQL_INTEGERS:
+            ids.append(value)
     return ids
 
 

@@ -219,6 +219,14 @@ class FactStoreContractSuite:
         assert len(facts.history(limit=huge)) == 2
         assert [f.id for f in facts.search("user", limit=huge)] == [vim.id, night.id]
         assert len(facts.recall("night owl vim", limit=huge)) <= 2
+        # An id past SQL's integers names no fact.
+        for missing in (huge, -huge):
+            _raises(NoMatchError, lambda: facts.get(missing), "No fact")  # noqa: B023
+            _raises(NoMatchError, lambda: facts.forget(missing), "No fact")  # noqa: B023
+            assert facts.history(missing) == []
+        counted = facts.get(night.id).recall_count
+        facts.mark_recalled([huge, night.id])
+        assert facts.get(night.id).recall_count == counted + 1
         assert facts.count() == 2 and facts.count(category="preference") == 1
         assert [f.content for f in facts.search("")] == ["User prefers vim", "User is a night owl"]
         assert [f.id for f in facts.search("user", category="identity")] == [night.id]

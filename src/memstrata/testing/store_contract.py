@@ -129,6 +129,19 @@ class StoreContractSuite:
         assert store.search_messages("hello", limit=MAX_PAGE, offset=MAX_PAGE) == []
         assert [r["id"] for r in store.list_sessions_rich(limit=MAX_PAGE)] == ["s1"]
 
+    def test_ids_and_windows_past_sql_integers_are_no_rows(self, store: Store) -> None:
+        """An id no 64-bit integer holds names no row (deleted or archived: none; shown:
+        the store error), and a window of any size shows the whole session."""
+        ids = _conversation(store, "s1", "hello", "there", "again")
+        huge = 10**30
+        assert store.delete_messages([huge, -huge]) == 0
+        assert store.archive_messages("s1", [huge]) == 0
+        _raises(SessionStoreError, lambda: store.get_messages_around(huge))
+        shown = store.get_messages_around(ids[1], window=huge)
+        assert [m["id"] for m in shown["messages"]] == ids
+        assert shown["messages_before"] == shown["messages_after"] == 0
+        assert len(store.get_messages("s1")) == 3
+
     def test_the_first_end_reason_wins_and_reopen_clears_it(self, store: Store) -> None:
         store.create_session("s1")
         assert store.end_session("s1", "user_exit", ended_at=100.0) is True

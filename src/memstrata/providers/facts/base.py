@@ -61,7 +61,7 @@ from memstrata.providers.facts.contract import (
     FactDump,
 )
 from memstrata.providers.facts.schema import CATEGORIES
-from memstrata.query.paging import clamp_page
+from memstrata.query.paging import SQL_INTEGERS, clamp_page
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
 from memstrata.store.boosts import mix_readings
@@ -138,7 +138,7 @@ class BaseFactStore(abc.ABC):
 
     @staticmethod
     def _get(tx: FactTransaction, fact_id: int) -> Fact | None:
-        row = tx.get(fact_id)
+        row = tx.get(fact_id) if fact_id in SQL_INTEGERS else None
         return Fact.from_row(row) if row is not None else None
 
     # -- writes --------------------------------------------------------------------------
@@ -354,7 +354,7 @@ class BaseFactStore(abc.ABC):
 
     def mark_recalled(self, ids: Iterable[int], at: float | None = None) -> None:
         """Count a recall of each fact (usage statistics for a curator; no history row)."""
-        unique = list(dict.fromkeys(int(i) for i in ids))
+        unique = [i for i in dict.fromkeys(int(i) for i in ids) if i in SQL_INTEGERS]
         if not unique:
             return
         with self._transaction(write=True) as tx:
@@ -436,6 +436,8 @@ class BaseFactStore(abc.ABC):
 
     def history(self, fact_id: int | None = None, *, limit: int = 50) -> builtins.list[FactChange]:
         """Changes newest first: of one fact, or of the whole store."""
+        if fact_id is not None and int(fact_id) not in SQL_INTEGERS:
+            return []  # no fact has such an id
         with self._transaction() as tx:
             rows = tx.history(None if fact_id is None else int(fact_id), clamp_page(limit))
         return [
