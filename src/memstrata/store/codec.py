@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from memstrata.errors import SessionStoreError
+from memstrata.query.paging import SQL_INTEGERS
 
 # Lineage kinds live here, the lowest layer, so that validation and lineage share them.
 LINEAGE_KINDS = ("compression", "branch", "delegate", "reset")
@@ -101,9 +102,12 @@ def usage_values(
     negative, infinite or NaN: one bad value would poison the session's total for good.
     """
     values = (*counts, api_calls)
-    if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in values):
+    if any(
+        isinstance(c, bool) or not isinstance(c, int) or c < 0 or c not in SQL_INTEGERS
+        for c in values
+    ):
         raise SessionStoreError(
-            f"Token counts and api_calls must be non-negative integers, got {values!r}."
+            f"Token counts and api_calls must be non-negative integers below 2**63, got {values!r}."
         )
     if estimated_cost_usd is None:
         return list(values)
@@ -128,6 +132,18 @@ def text_field(value: object, field: str) -> str | None:
     if value is None or isinstance(value, str):
         return scrub(value)
     raise SessionStoreError(f"{field} must be text, not {type(value).__name__}.")
+
+
+def is_epoch(value: object) -> bool:
+    """Whether ``value`` can be a timestamp: a finite number (``True`` is not one). NaN
+    broke SQLite's NOT NULL (it stores NaN as NULL) and sorted anywhere on PostgreSQL;
+    an infinite start put a session before or after every other for good."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past any float
+        return False
 
 
 def session_values(
@@ -155,10 +171,10 @@ def session_values(
         raise SessionStoreError("lineage_kind needs a parent_session_id to refer to.")
     if parent_session_id == session_id:
         raise SessionStoreError("A session cannot be its own parent.")
-    if started_at is not None and (
-        isinstance(started_at, bool) or not isinstance(started_at, int | float)
-    ):
-        raise SessionStoreError("started_at must be epoch seconds.")
+    if started_at is not None and not is_epoch(started_at):
+        raise SessionStoreError(
+            f"started_at must be epoch seconds (a finite number), got {started_at!r}."
+        )
     if isinstance(model_config, Mapping):
         try:
             config_text = json.dumps(dict(model_config), ensure_ascii=False)
@@ -309,11 +325,17 @@ def message_values(message: Mapping[str, Any], index: int) -> MessageValues:
     tool_name = message.get("tool_name", message.get("name"))
     tool_calls, n_calls = encode_tool_calls(message.get("tool_calls"))
     stamp = message.get("timestamp")
-    if stamp is not None and (isinstance(stamp, bool) or not isinstance(stamp, int | float)):
-        raise SessionStoreError(f"Message {index}: timestamp must be epoch seconds.")
+    if stamp is not None and not is_epoch(stamp):
+        raise SessionStoreError(
+            f"Message {index}: timestamp must be epoch seconds (a finite number), got {stamp!r}."
+        )
     tokens = message.get("token_count")
-    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
-        raise SessionStoreError(f"Message {index}: token_count must be an integer.")
+    if tokens is not None and (
+        isinstance(tokens, bool) or not isinstance(tokens, int) or tokens not in SQL_INTEGERS
+    ):
+        raise SessionStoreError(
+            f"Message {index}: token_count must be an integer below 2**63, got {tokens!r}."
+        )
     return MessageValues(
         role=text(message["role"], "role") or "",
         content=encode_content(message.get("content")),

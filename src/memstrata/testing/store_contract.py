@@ -111,6 +111,23 @@ class StoreContractSuite:
         _raises(SessionStoreError, lambda: store.search_messages("x", limit=-1))
         _raises(SessionStoreError, lambda: store.get_messages_around(1, window=-1))
 
+    def test_numbers_sql_cannot_hold_are_refused_and_nothing_is_written(self, store: Store) -> None:
+        """A timestamp that is no finite number, or a count past 2**63, gets the store
+        error naming the value (not the driver's error, not a NaN stored), and the write
+        it came with leaves nothing behind."""
+        store.create_session("s1")
+        for bad in (float("nan"), float("inf"), -float("inf"), 10**400):
+            _raises(SessionStoreError, lambda: store.create_session("s2", started_at=bad))  # noqa: B023
+            message = {"role": "user", "content": "kept out", "timestamp": bad}
+            _raises(SessionStoreError, lambda: store.append_messages("s1", [message]))  # noqa: B023
+        huge = {"role": "user", "content": "kept out", "token_count": 2**63}
+        _raises(SessionStoreError, lambda: store.append_messages("s1", [huge]))
+        _raises(SessionStoreError, lambda: store.update_token_counts("s1", input_tokens=2**63))
+        assert store.get_session("s2") is None
+        row = store.get_session("s1")
+        assert row is not None and row["message_count"] == 0 and row["input_tokens"] == 0
+        assert store.search_messages("kept") == []
+
     def test_a_page_is_bounded_where_sql_can_hold_it(self, store: Store) -> None:
         """A limit or offset of any size gets the store error naming the range, never an
         overflow of SQL's integers; the largest page allowed reads what there is."""
