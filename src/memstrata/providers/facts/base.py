@@ -65,6 +65,7 @@ from memstrata.query.paging import SQL_INTEGERS, clamp_page
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
 from memstrata.store.boosts import mix_readings
+from memstrata.store.codec import is_epoch
 from memstrata.store.vectors import calibrated
 
 logger = logging.getLogger(__name__)
@@ -177,8 +178,14 @@ class BaseFactStore(abc.ABC):
             )
         slot_key = clean_key(key) if key is not None else None
         slot_value = clean_value(value) if value is not None else None
-        if not 0.0 <= float(confidence) <= 1.0:
-            raise InvalidMemoryArgument(f"confidence must be between 0 and 1, got {confidence}.")
+        if (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, int | float)
+            or not 0.0 <= confidence <= 1.0
+        ):
+            raise InvalidMemoryArgument(
+                f"confidence must be a number between 0 and 1, got {confidence!r}."
+            )
         scan_fact(text, slot_key, slot_value)
         author = origin or source
         with self._transaction(write=True) as tx:
@@ -355,6 +362,8 @@ class BaseFactStore(abc.ABC):
     def mark_recalled(self, ids: Iterable[int], at: float | None = None) -> None:
         """Count a recall of each fact (usage statistics for a curator; no history row)."""
         unique = [i for i in dict.fromkeys(int(i) for i in ids) if i in SQL_INTEGERS]
+        if at is not None and not is_epoch(at):
+            raise InvalidMemoryArgument(f"at must be epoch seconds (a finite number), got {at!r}.")
         if not unique:
             return
         with self._transaction(write=True) as tx:
