@@ -157,6 +157,24 @@ def test_the_scanner_refuses_an_injection_added_through_the_page(ui: UiServer) -
     assert text not in FileMemory(ui.home).entries("user")  # type: ignore[attr-defined]
 
 
+def test_numbers_in_a_request_that_are_not_plain_digits_get_a_note_not_a_500(
+    ui: UiServer,
+) -> None:
+    """Superscripts pass ``str.isdigit`` and fail ``int``: a page or change number written
+    so is read as no number; a page past any store's rows says so."""
+    for page in ("%C2%B2", "-1", "9" * 30):
+        status, _, text = request(ui, f"/sessions?page={page}", headers=signed_in(ui))
+        assert status in (200, 400) and "Internal Server Error" not in text, (page, status)
+    own = signed_in(ui, Origin=ui.origin)
+    for change in ("\u00b2", "9" * 30):
+        body = {"csrf": csrf_of(ui), "change": change}
+        status, headers, _ = request(ui, "/memory/undo", method="POST", headers=own, body=body)
+        assert status == 303, (change, status)
+        _, _, page_text = request(ui, headers["location"], headers=signed_in(ui))
+        note = re.search(r'<p class="note error"[^>]*>(.*?)</p>', page_text, re.S)
+        assert note is not None and "change" in note.group(1), change
+
+
 def test_only_loopback_is_served(tmp_path: Path) -> None:
     """--host on a reachable address is refused with the fix, before anything listens."""
     script = Path(sys.executable).parent / "memstrata"

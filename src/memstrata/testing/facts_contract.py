@@ -224,6 +224,7 @@ class FactStoreContractSuite:
             _raises(NoMatchError, lambda: facts.get(missing), "No fact")  # noqa: B023
             _raises(NoMatchError, lambda: facts.forget(missing), "No fact")  # noqa: B023
             assert facts.history(missing) == []
+        bad: Any
         for bad in ("high", float("nan"), 2, True):
             _raises(InvalidMemoryArgument, lambda: facts.add("User hums", confidence=bad))  # noqa: B023
         _raises(InvalidMemoryArgument, lambda: facts.mark_recalled([night.id], at=float("nan")))

@@ -178,6 +178,12 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _whole(value: str) -> int | None:
+    """``value`` as a whole number written in ASCII digits, else None (``str.isdigit``
+    also passes "²", which ``int`` refuses)."""
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
 def _date(value: str, name: str, *, end_of_day: bool = False) -> float | None:
     """``YYYY-MM-DD`` (UTC) as a timestamp; a bad date raises with the form it wants."""
     value = value.strip()
@@ -278,7 +284,7 @@ def build_app(home: Home, policy: Policy, *, port: int) -> UiDoor:
 
     def memory_undo(request: Request, data: Mapping[str, str]) -> Response:
         raw = data.get("change", "")
-        if not raw.isdigit():
+        if _whole(raw) is None:
             return back("/memory", "error", f"Change {raw!r} is not a change number.")
         force = data.get("force") == "1"
         try:
@@ -313,7 +319,7 @@ def build_app(home: Home, policy: Policy, *, port: int) -> UiDoor:
         q = request.query_params
         source = q.get("source", "").strip()
         since_text, until_text = q.get("since", ""), q.get("until", "")
-        page = int(q.get("page", "0")) if q.get("page", "0").isdigit() else 0
+        page = _whole(q.get("page", "0")) or 0
         error = None
         listing: dict[str, Any] = {"rows": [], "more": False, "page_number": page}
         try:
