@@ -226,6 +226,19 @@ def test_namespace_and_dsn_come_from_config(memstrata_home: Path) -> None:
         store.delete_namespace()
 
 
+def test_a_value_past_a_server_limit_is_bad_input_not_a_server_down(
+    pg: PostgresSessionStore,
+) -> None:
+    """A statement the server refuses for a limit (here a lexeme past 2,047 bytes) is the
+    store error that says to shorten the value, cut short: not "check the server is up"
+    with the whole value quoted."""
+    limit = pytest.raises(SessionStoreError, match="past one of its limits")
+    with limit as info, pg._db.connection() as conn:
+        conn.execute("SELECT %s::tsvector", ["x" * 3000])
+    said = str(info.value)
+    assert "Shorten" in said and "is up" not in said and len(said) < 400, said
+
+
 def test_missing_dsn_and_unreachable_server_say_what_to_do(memstrata_home: Path) -> None:
     """No DSN names the config key; a server that is not there fails fast with the fix."""
     with pytest.raises(SessionStoreError, match=r"store\.dsn"):

@@ -25,6 +25,10 @@ from memstrata.query.paging import SQL_INTEGERS
 # Lineage kinds live here, the lowest layer, so that validation and lineage share them.
 LINEAGE_KINDS = ("compression", "branch", "delegate", "reset")
 SESSION_ID_MAX = 200
+# A session's source is a label (cli, mcp, a platform's name) that listings filter on:
+# PostgreSQL indexes it with the tenant, and an index row past about 2,700 bytes fails
+# the insert there; one bound for both backends, far above any label.
+SOURCE_MAX = 200
 JSON_SENTINEL = "\x00json:"
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -134,6 +138,18 @@ def text_field(value: object, field: str) -> str | None:
     raise SessionStoreError(f"{field} must be text, not {type(value).__name__}.")
 
 
+def source_label(source: object) -> str:
+    """A session's ``source``, checked: text of at most SOURCE_MAX characters ("cli" when
+    empty)."""
+    label = text_field(source, "source") or "cli"
+    if len(label) > SOURCE_MAX:
+        raise SessionStoreError(
+            f"A session's source is a label of at most {SOURCE_MAX} characters, got "
+            f"{len(label):,}: use a short name such as 'cli' or 'telegram'."
+        )
+    return label
+
+
 def is_epoch(value: object) -> bool:
     """Whether ``value`` can be a timestamp: a finite number (``True`` is not one). NaN
     broke SQLite's NOT NULL (it stores NaN as NULL) and sorted anywhere on PostgreSQL;
@@ -184,7 +200,7 @@ def session_values(
         config_text = text_field(model_config, "model_config") or ""
     return {
         "id": session_id,
-        "source": text_field(source, "source") or "cli",
+        "source": source_label(source),
         "user_id": text_field(user_id, "user_id"),
         "model": text_field(model, "model"),
         "model_config": scrub(config_text) or None,

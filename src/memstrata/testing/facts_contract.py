@@ -248,6 +248,17 @@ class FactStoreContractSuite:
         assert [f.id for f in facts.search("手冲")] == [fact.id]
         assert [f.id for f in facts.recall("我们今天喝什么咖啡？")] == [fact.id]
 
+    def test_a_word_longer_than_a_lexeme_beside_chinese_is_stored(self, facts: Store) -> None:
+        """A word past 2,047 bytes (PostgreSQL's longest lexeme) in a Chinese fact: the
+        fact is stored and found by its Chinese words; the long word searches without
+        an error."""
+        blob = "é" * 700  # 1,400 bytes; doubled below
+        fact = facts.add(f"项目的数据库密钥{blob}{blob}", category="note", subject="agent")
+        assert [f.id for f in facts.search("数据库")] == [fact.id]
+        for query in (blob + blob, f"数据库{blob}{blob}"):
+            facts.search(query)
+            facts.recall(query)
+
     def test_explicit_operators_keep_their_meaning(self, facts: Store) -> None:
         facts.add("User likes green tea")
         facts.add("User likes black coffee")

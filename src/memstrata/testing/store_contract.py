@@ -120,6 +120,7 @@ class StoreContractSuite:
             _raises(SessionStoreError, lambda: store.create_session("s2", started_at=bad))  # noqa: B023
             message = {"role": "user", "content": "kept out", "timestamp": bad}
             _raises(SessionStoreError, lambda: store.append_messages("s1", [message]))  # noqa: B023
+        _raises(SessionStoreError, lambda: store.create_session("s2", source="x" * 5000))
         huge = {"role": "user", "content": "kept out", "token_count": 2**63}
         _raises(SessionStoreError, lambda: store.append_messages("s1", [huge]))
         _raises(SessionStoreError, lambda: store.update_token_counts("s1", input_tokens=2**63))
@@ -127,6 +128,18 @@ class StoreContractSuite:
         row = store.get_session("s1")
         assert row is not None and row["message_count"] == 0 and row["input_tokens"] == 0
         assert store.search_messages("kept") == []
+
+    def test_a_word_longer_than_a_lexeme_is_stored_and_searched(self, store: Store) -> None:
+        """A word past 2,047 bytes (PostgreSQL's longest lexeme: a pasted base64 blob, a
+        minified line) beside Chinese text is stored and its message found by its other
+        words; searching for the long word itself answers without an error."""
+        blob = "é" * 1500  # 3,000 bytes
+        ids = _conversation(store, "s1", f"数据库{blob} 迁移完成", "hello " + "y" * 3000)
+        assert [h["id"] for h in store.search_messages("数据库")] == [ids[0]]
+        assert [h["id"] for h in store.search_messages("hello")] == [ids[1]]
+        for query in (blob, "y" * 3000, f"数据库{blob}", f'"{blob}"', f"{blob[:700]}*"):
+            store.search_messages(query)
+            store.search_sessions(query)
 
     def test_a_page_is_bounded_where_sql_can_hold_it(self, store: Store) -> None:
         """A limit or offset of any size gets the store error naming the range, never an

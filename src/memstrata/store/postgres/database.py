@@ -213,6 +213,15 @@ class Database:
                 f"PostgreSQL refused a value ({exc}); nothing was written. Check the numbers "
                 "and text passed (integers must fit in 64 bits)."
             ) from exc
+        except psycopg.errors.ProgramLimitExceeded as exc:
+            # A value past one of the server's limits (an index row, a lexeme): bad input,
+            # not a server down. The message may quote the whole value: cut it.
+            said = redact_text(str(exc).splitlines()[0])
+            raise SessionStoreError(
+                f"PostgreSQL refused a value past one of its limits "
+                f"({said[:200]}{'...' if len(said) > 200 else ''}); the transaction was "
+                "rolled back. Shorten the text or number passed."
+            ) from exc
         except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as exc:
             raise StorageError(
                 f"PostgreSQL aborted the transaction to resolve a conflict ({exc}); it was "

@@ -63,12 +63,30 @@ def cjk_row(
         return None, None
     positions: dict[str, dict[int, None]] = {}
     for pos, token in enumerate(terms.split(), start=1):
+        lexeme = token.lower()
+        if too_long(lexeme):
+            continue  # left out, as to_tsvector leaves it out; its position stays taken
         # PostgreSQL positions stop at 16383; later tokens share the last one.
-        positions.setdefault(token.lower(), {})[min(pos, MAX_POSITION)] = None
+        positions.setdefault(lexeme, {})[min(pos, MAX_POSITION)] = None
+    if not positions:
+        return None, None
     vector = " ".join(
         f"{quote_lexeme(tok)}:{','.join(str(p) for p in ps)}" for tok, ps in positions.items()
     )
     return vector, sum(min(len(ps), MAX_POSITIONS) for ps in positions.values())
+
+
+# The longest lexeme a tsvector or tsquery holds, in bytes (PostgreSQL's MAXSTRLEN): a
+# longer one fails the whole statement ("word is too long"). to_tsvector and
+# phraseto_tsquery leave longer words out with a notice; the CJK vector and its queries,
+# built here, leave them out the same way. A non-CJK word of a chunk holding CJK (a
+# pasted base64 blob or minified line beside a Chinese word) failed the append before.
+MAX_LEXEME_BYTES = 2047
+
+
+def too_long(lexeme: str) -> bool:
+    """Whether ``lexeme`` is past :data:`MAX_LEXEME_BYTES` (a character is at most 4)."""
+    return len(lexeme) * 4 > MAX_LEXEME_BYTES and len(lexeme.encode()) > MAX_LEXEME_BYTES
 
 
 def quote_lexeme(token: str) -> str:

@@ -44,7 +44,7 @@ from memstrata.store.hits import text_of
 from memstrata.store.postgres import ranking
 from memstrata.store.postgres.bounds import SEARCH_TIMEOUT_MS, bound_query, substring_budget
 from memstrata.store.postgres.codec import sqlite_form
-from memstrata.store.postgres.messages import quote_lexeme
+from memstrata.store.postgres.messages import quote_lexeme, too_long
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
 from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF
 
@@ -172,13 +172,17 @@ def cjk_tsquery(rendered: str) -> str | None:
     """The bigram-index rendering of a term as ``tsquery`` text (lexemes quoted verbatim).
 
     ``"修改 改"`` -> ``'修改' <-> '改'``; ``"苹"*`` -> ``'苹':*``; a parenthesised AND of
-    such groups -> their conjunction.
+    such groups -> their conjunction. None when nothing is left, and when a token is
+    longer than any lexeme (see MAX_LEXEME_BYTES): no row's vector holds it.
     """
     groups = []
     for text, prefix in (
         (m.group(1).replace('""', '"'), m.group(2)) for m in _QUOTED.finditer(rendered)
     ):
-        tokens = [quote_lexeme(t) for t in text.split(" ") if t]
+        words = [t for t in text.split(" ") if t]
+        if any(too_long(t) for t in words):
+            return None
+        tokens = [quote_lexeme(t) for t in words]
         if not tokens:
             continue
         if prefix:
