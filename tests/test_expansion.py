@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memstrata.errors import SessionStoreError
+from memstrata.errors import SessionStoreError, StorageError
 from memstrata.llm import OpenAIClient
 from memstrata.search.expansion import cached_expansion, expand_query, parse_subqueries
 from memstrata.store.base import search_sessions
@@ -63,6 +63,26 @@ def test_expand_query_asks_once_then_reads_the_cache(
     assert len(server.chat_requests) == 1
     assert cached_expansion(store, "summary-model", QUESTION) == again
     assert cached_expansion(store, "other-model", QUESTION) is None
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_expansion(
+    store: SessionStoreContract,
+    server: FakeLLMServer,
+    client: OpenAIClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Caching is best effort: a store that refuses the write (read-only, a server
+    limit) still gets the sub-queries, and the log says they were not cached."""
+
+    def refuse(*args: object) -> None:
+        raise StorageError("the database is read-only")
+
+    monkeypatch.setattr(store, "cache_expansion", refuse)
+    server.on(r"colleagues", "hiking trail")
+    with caplog.at_level(logging.WARNING, logger="memstrata.search.expansion"):
+        assert expand_query(store, client, QUESTION) == ["hiking trail"]
+    assert "not cached" in caplog.text
 
 
 def test_expansion_finds_what_the_question_alone_misses(

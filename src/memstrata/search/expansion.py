@@ -24,7 +24,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from memstrata.errors import LLMError, SessionStoreError
+from memstrata.errors import LLMError, SessionStoreError, StorageError
 from memstrata.llm import LLMClient
 from memstrata.query.compile import MAX_QUERY_CHARS, clean_text
 
@@ -116,5 +116,8 @@ def expand_query(
         log.warning("query expansion skipped: %s", exc)
         return []
     subs = parse_subqueries(reply.text, max_queries)
-    store.cache_expansion(model, key, json.dumps(subs, ensure_ascii=False))
+    try:
+        store.cache_expansion(model, key, json.dumps(subs, ensure_ascii=False))
+    except (StorageError, SessionStoreError) as exc:  # caching is best effort
+        log.warning("query expansion not cached: %s", exc)
     return subs

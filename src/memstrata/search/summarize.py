@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from memstrata.errors import LLMError, StorageError
+from memstrata.errors import LLMError, SessionStoreError, StorageError
 from memstrata.llm.types import LLMClient
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def cache_put(store: SessionStoreContract, job: SummaryJob, summary: str, model:
             model=model,
             summary=summary,
         )
-    except StorageError:
+    except (StorageError, SessionStoreError):
         return False
     return True
 

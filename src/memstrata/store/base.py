@@ -16,6 +16,7 @@ with little change.
 from __future__ import annotations
 
 import abc
+import hashlib
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -1038,7 +1039,9 @@ class BaseSessionStore(Closing, abc.ABC):
     ) -> str | None:
         """The summary cached for this state of a conversation and this query, or None."""
         with self._transaction() as tx:
-            return tx.cached_summary(tip_session_id, message_count, last_message_id, query)
+            return tx.cached_summary(
+                tip_session_id, message_count, last_message_id, cache_key(query)
+            )
 
     def cache_summary(
         self,
@@ -1057,7 +1060,7 @@ class BaseSessionStore(Closing, abc.ABC):
             "root_session_id": root_session_id,
             "message_count": message_count,
             "last_message_id": last_message_id,
-            "query": query,
+            "query": cache_key(query),
             "model": model,
             "summary": summary,
             "created_at": time.time(),
@@ -1068,12 +1071,12 @@ class BaseSessionStore(Closing, abc.ABC):
     def get_cached_expansion(self, model: str, query: str) -> str | None:
         """The cached sub-queries (JSON) of a normalised question under ``model``."""
         with self._transaction() as tx:
-            return tx.cached_expansion(model, query)
+            return tx.cached_expansion(cache_key(model), cache_key(query))
 
     def cache_expansion(self, model: str, query: str, subqueries: str) -> None:
         """Cache the sub-queries (JSON) of a normalised question under ``model``."""
         with self._transaction(write=True) as tx:
-            tx.put_expansion(model, query, subqueries, time.time())
+            tx.put_expansion(cache_key(model), cache_key(query), subqueries, time.time())
 
     # -- message vectors -----------------------------------------------------------------
 
@@ -1122,6 +1125,22 @@ def as_conversation(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
             item["name"] = message["tool_name"]
         out.append(item)
     return out
+
+
+# A cached summary or expansion is found by its query (and model): PostgreSQL indexes
+# that key with the row, and an index row past about 2,700 bytes fails the write (a
+# pasted dialogue as a session_search query could not cache its summaries). A key past
+# CACHE_KEY_BYTES is its start and a digest of the whole, on both backends (a long query
+# cached under its whole text before is missed once).
+CACHE_KEY_BYTES = 1000
+
+
+def cache_key(text: str) -> str:
+    """``text`` as a cache key of at most CACHE_KEY_BYTES bytes (itself when short)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= CACHE_KEY_BYTES:
+        return text
+    return text[:200] + " #sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def _message_ids(values: Iterable[int]) -> list[int]:

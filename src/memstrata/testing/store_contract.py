@@ -21,6 +21,7 @@ imports nothing from pytest, so this module loads without the test extras.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -412,6 +413,29 @@ class StoreContractSuite:
         assert store.get_cached_expansion("m", "where did we go") == '["kyoto trip"]'
         assert store.clear_query_expansions() == 1
         assert store.get_cached_expansion("m", "where did we go") is None
+
+    def test_a_long_query_is_cached_and_told_from_its_near_twin(self, store: Store) -> None:
+        """A query past what a database index holds (a pasted dialogue: 12,000 varied
+        characters) caches its summary and its expansion, and a query differing from it
+        only at its end is another key."""
+        ids = _conversation(store, "s1", "hello")
+        rng = random.Random(5)
+        long = "".join(rng.choice("abcdefgh 数据库迁移") for _ in range(12_000))
+        twin = long[:-1] + ("x" if long[-1] != "x" else "y")
+        store.cache_summary(
+            tip_session_id="s1",
+            root_session_id="s1",
+            message_count=1,
+            last_message_id=ids[-1],
+            query=long,
+            model="m",
+            summary="S",
+        )
+        assert store.get_cached_summary("s1", 1, ids[-1], long) == "S"
+        assert store.get_cached_summary("s1", 1, ids[-1], twin) is None
+        store.cache_expansion("m" * 3000, long, '["a"]')
+        assert store.get_cached_expansion("m" * 3000, long) == '["a"]'
+        assert store.get_cached_expansion("m" * 3000, twin) is None
 
     def test_vectors_are_stored_per_model(self, store: Store) -> None:
         ids = _conversation(store, "s1", "alpha", "beta")
