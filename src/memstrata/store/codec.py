@@ -267,6 +267,8 @@ def encode_tool_calls(value: object) -> tuple[str | None, int]:
             raise SessionStoreError(
                 f"tool_calls is text but not JSON ({exc}): pass the list of calls."
             ) from exc
+        except RecursionError as exc:
+            raise SessionStoreError(_TOO_DEEP) from exc
         return scrub(value), len(parsed) if isinstance(parsed, list) else 1
     if isinstance(value, list | tuple):
         calls = list(value)
@@ -278,7 +280,16 @@ def encode_tool_calls(value: object) -> tuple[str | None, int]:
         text = json.dumps(calls, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise SessionStoreError(f"tool_calls cannot be stored as JSON ({exc}).") from exc
+    except RecursionError as exc:
+        raise SessionStoreError(_TOO_DEEP) from exc
     return scrub(text), len(calls)
+
+
+# Python's json recurses once per level: a few thousand nested lists ran out of stack.
+_TOO_DEEP = (
+    "tool_calls nest too deeply to store as JSON: pass the arguments of a call as a "
+    "JSON string, as the chat APIs do."
+)
 
 
 def decode_tool_calls(value: str | None) -> Any:
@@ -287,7 +298,7 @@ def decode_tool_calls(value: str | None) -> Any:
         return None
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return value
 
 

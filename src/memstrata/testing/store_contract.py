@@ -122,6 +122,12 @@ class StoreContractSuite:
             message = {"role": "user", "content": "kept out", "timestamp": bad}
             _raises(SessionStoreError, lambda: store.append_messages("s1", [message]))  # noqa: B023
         _raises(SessionStoreError, lambda: store.create_session("s2", source="x" * 5000))
+        deep: list[Any] = []
+        for _ in range(5000):
+            deep = [deep]
+        for calls in ([{"id": "1", "function": {"name": "f", "arguments": deep}}], "[" * 9000):
+            call = {"role": "assistant", "content": "kept out", "tool_calls": calls}
+            _raises(SessionStoreError, lambda: store.append_messages("s1", [call]))  # noqa: B023
         huge = {"role": "user", "content": "kept out", "token_count": 2**63}
         _raises(SessionStoreError, lambda: store.append_messages("s1", [huge]))
         _raises(SessionStoreError, lambda: store.update_token_counts("s1", input_tokens=2**63))
