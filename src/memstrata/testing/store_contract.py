@@ -112,10 +112,13 @@ class StoreContractSuite:
         _raises(SessionStoreError, lambda: store.search_messages("x", limit=-1))
         _raises(SessionStoreError, lambda: store.get_messages_around(1, window=-1))
 
-    def test_numbers_sql_cannot_hold_are_refused_and_nothing_is_written(self, store: Store) -> None:
-        """A timestamp that is no finite number, or a count past 2**63, gets the store
-        error naming the value (not the driver's error, not a NaN stored), and the write
-        it came with leaves nothing behind."""
+    def test_values_the_store_cannot_hold_are_refused_and_nothing_is_written(
+        self, store: Store
+    ) -> None:
+        """A timestamp that is no finite number, a count past 2**63, a source past a
+        label's length, tool calls nested past what JSON encoding recurses through: each
+        gets the store error naming the value (not the driver's error or a
+        RecursionError, not a NaN stored), and the write it came with leaves nothing."""
         store.create_session("s1")
         for bad in (float("nan"), float("inf"), -float("inf"), 10**400):
             _raises(SessionStoreError, lambda: store.create_session("s2", started_at=bad))  # noqa: B023
