@@ -226,6 +226,11 @@ def encode_content(value: object, field: str = "content") -> str | None:
                 f"Message {field} is a {type(value).__name__} that cannot be stored as JSON "
                 f"({exc}): pass text, or lists/dicts of JSON values."
             ) from exc
+        except RecursionError as exc:  # see _TOO_DEEP
+            raise SessionStoreError(
+                f"Message {field} nests too deeply to store as JSON: pass text, or parts "
+                "a few levels deep."
+            ) from exc
         return JSON_SENTINEL + (scrub(text) or "")
     raise SessionStoreError(
         f"Message {field} must be text, a list of parts or a dict, not {type(value).__name__}."
@@ -237,7 +242,7 @@ def decode_content(value: str | None) -> Content:
     if value is not None and value.startswith(JSON_SENTINEL):
         try:
             decoded: list[Any] | dict[str, Any] = json.loads(value[len(JSON_SENTINEL) :])
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
         return decoded
     return value

@@ -131,6 +131,9 @@ class StoreContractSuite:
         for calls in ([{"id": "1", "function": {"name": "f", "arguments": deep}}], "[" * 9000):
             call = {"role": "assistant", "content": "kept out", "tool_calls": calls}
             _raises(SessionStoreError, lambda: store.append_messages("s1", [call]))  # noqa: B023
+        for field in ("content", "api_content"):
+            nested = {"role": "user", "content": "kept out", field: [{"type": "text", "x": deep}]}
+            _raises(SessionStoreError, lambda: store.append_messages("s1", [nested]))  # noqa: B023
         huge = {"role": "user", "content": "kept out", "token_count": 2**63}
         _raises(SessionStoreError, lambda: store.append_messages("s1", [huge]))
         _raises(SessionStoreError, lambda: store.update_token_counts("s1", input_tokens=2**63))
