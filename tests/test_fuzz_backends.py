@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import report_inputs
+from memstrata.errors import InvalidMemoryArgument, ThreatDetectedError
 
 # The pieces PostgreSQL's text types and the store's own tsvector and tsquery text are
 # most likely to choke on, with any text between them.
@@ -82,3 +84,33 @@ def test_any_text_is_stored_and_searched_on_every_backend(store: Any, text: str)
     for query in [text, *text.split()[:4], f'"{text[:60]}"']:
         assert isinstance(store.search_messages(query), list)
     assert isinstance(store.search_sessions(text), list)
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A facts store on each backend (as the facts contract suite opens them)."""
+    from test_facts_contract import _yield_store
+
+    yield from _yield_store(str(request.param), tmp_path / "facts")
+
+
+@_FUZZ
+@given(text=_TEXT)
+def test_any_fact_text_is_kept_or_refused_and_searched_on_every_backend(
+    facts: Any, text: str
+) -> None:
+    """Any text offered as a fact is stored or refused with the facts store's error
+    (blank, too long, the scanner), never the database's; searching and recalling with
+    it answer."""
+    INPUTS["hostile facts written and searched on each backend"] += 1
+    try:
+        fact = facts.add(text, category="note")
+    except (InvalidMemoryArgument, ThreatDetectedError):
+        fact = None
+    if fact is not None:
+        assert facts.get(fact.id).content == fact.content
+    for query in [text, *text.split()[:4]]:
+        assert isinstance(facts.search(query), list)
+        assert isinstance(facts.recall(query), list)
