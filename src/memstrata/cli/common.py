@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from memstrata.cli.terminal import raw, shown_output
 from memstrata.errors import MemstrataError
 
 if TYPE_CHECKING:
@@ -31,18 +32,26 @@ def run_cli(group: click.Group) -> None:
         # Bytes that are not UTF-8 reach Python as lone surrogates, which no file,
         # database or terminal can take: refuse them here, once, for every command.
         if any("\udc80" <= ch <= "\udcff" for ch in arg):
-            raw = arg.encode("utf-8", "surrogateescape")
+            given = arg.encode("utf-8", "surrogateescape")
             click.echo(
-                f"Error: the argument {raw!r} is not valid UTF-8 text. Re-type it, or use a "
+                f"Error: the argument {given!r} is not valid UTF-8 text. Re-type it, or use a "
                 "UTF-8 terminal (LANG=C.UTF-8).",
                 err=True,
             )
             sys.exit(2)
+    with shown_output():  # stored text reaches the screen as text (memstrata.cli.terminal)
+        code = _run(group)
+    # Command callbacks return None (mypy holds them to it), so an int here is an exit code.
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
+
+
+def _run(group: click.Group) -> Any:
     try:
         # Outside standalone mode click hands back the code a command exits with
         # (``raise click.exceptions.Exit(1)`` for "problems found") instead of exiting;
         # dropping it would let `doctor` report errors to cron or CI with status 0.
-        code = group.main(standalone_mode=False)
+        return group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         sys.exit(1)
@@ -59,9 +68,6 @@ def run_cli(group: click.Group) -> None:
         sys.exit(1)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    # Command callbacks return None (mypy holds them to it), so an int here is an exit code.
-    if isinstance(code, int) and not isinstance(code, bool) and code:
-        sys.exit(code)
 
 
 def os_error_text(exc: OSError) -> str:
@@ -185,7 +191,8 @@ def progress_bar(*, hidden: bool = False) -> Progress:
     Drawn only when stderr is a terminal (a log file gets no bar remnants) and not
     ``hidden`` (a command's ``--json`` asks for no decoration at all).
     """
-    console = Console(stderr=True)
+    # The raw terminal: a bar moves the cursor on purpose, and shows the command's words.
+    console = Console(file=raw(sys.stderr))
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -5,12 +5,14 @@ See :mod:`memstrata.memory.curator`.
 
 from __future__ import annotations
 
+import sys
 from typing import Literal
 
 import click
 from rich.console import Console
 
 from memstrata.cli.common import CONTEXT_SETTINGS, echo_json, open_cli_memory
+from memstrata.cli.terminal import raw
 from memstrata.config import Config
 from memstrata.memory.curator import Curator
 from memstrata.memory.format import FILE_NAMES, TARGETS, Target
@@ -56,7 +58,7 @@ def curate_command(
         memory, config=config, use_model=False if no_model else None, facts=open_facts
     )
     targets: tuple[Target, ...] = TARGETS if target == "all" else (target,)
-    console = Console(stderr=True)
+    console = Console(file=raw(sys.stderr))  # a spinner moves the cursor on purpose
     reports = []
     for t in targets:
         # The model call may take a while: say what is happening meanwhile (on stderr,
