@@ -239,6 +239,23 @@ def test_a_value_past_a_server_limit_is_bad_input_not_a_server_down(
     assert "Shorten" in said and "is up" not in said and len(said) < 400, said
 
 
+def test_a_row_written_without_its_word_vector_gets_a_bounded_one(private_dsn: str) -> None:
+    """m008: the trigger that makes the word vector of a row written without one (a
+    migration from SQLite, a writer of an older version) reads the message's first
+    WORD_INDEX_CHARS characters, so a message of megabytes is written, not refused."""
+    text = " ".join(f"w{i}" for i in range(400_000))  # 2.9 MB of distinct words
+    with PostgresSessionStore(private_dsn, namespace="big") as store:
+        store.create_session("s1")
+        with store.connection() as conn:
+            row = conn.execute(
+                "INSERT INTO messages (namespace, session_id, role, content, timestamp) "
+                "VALUES ('big', 's1', 'user', %s, 1.0) "
+                "RETURNING tsv_tokens, length(tsv) AS lexemes",
+                (text,),
+            ).fetchone()
+    assert row is not None and 0 < row["lexemes"] < 400_000 and row["tsv_tokens"] > 0
+
+
 def test_missing_dsn_and_unreachable_server_say_what_to_do(memstrata_home: Path) -> None:
     """No DSN names the config key; a server that is not there fails fast with the fix."""
     with pytest.raises(SessionStoreError, match=r"store\.dsn"):

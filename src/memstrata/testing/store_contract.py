@@ -154,6 +154,19 @@ class StoreContractSuite:
             store.search_messages(query)
             store.search_sessions(query)
 
+    def test_a_message_of_megabytes_is_stored_whole_and_found(self, store: Store) -> None:
+        """A tool's output of megabytes with as many distinct words, or a Chinese text of
+        250,000 characters (a tsvector of either would pass the 1 MB PostgreSQL allows),
+        is stored whole and found by a word near its start."""
+        rng = random.Random(3)
+        words = [f"w{rng.randrange(10**8)}" for _ in range(200_000)]
+        chinese = "".join(chr(0x4E00 + rng.randrange(20_000)) for _ in range(250_000))
+        ids = _conversation(store, "s1", " ".join(words), chinese)
+        message = store.get_message(ids[0])
+        assert message is not None and message["content"] == " ".join(words)
+        assert [h["id"] for h in store.search_messages(words[3])] == [ids[0]]
+        assert ids[1] in [h["id"] for h in store.search_messages(chinese[100:104])]
+
     def test_a_page_is_bounded_where_sql_can_hold_it(self, store: Store) -> None:
         """A limit or offset of any size gets the store error naming the range, never an
         overflow of SQL's integers; the largest page allowed reads what there is."""

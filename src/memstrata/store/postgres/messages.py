@@ -30,6 +30,11 @@ Conn = psycopg.Connection[Any]
 MAX_POSITION = 16383
 # PostgreSQL keeps a lexeme's first 256 positions (MAXNUMPOS).
 MAX_POSITIONS = 256
+# The CJK vector's lexemes and positions stop short of the 1 MB a tsvector holds (see
+# memstrata.store.postgres.schema.WORD_INDEX_CHARS): the bigrams of a very long Chinese
+# message past it are left out of this index, as the word index leaves out what follows
+# its first characters.
+CJK_VECTOR_BYTES = 1_000_000
 
 _INSERT_COLUMNS = (
     "namespace, session_id, role, content, tool_call_id, tool_calls, tool_name, "
@@ -62,12 +67,22 @@ def cjk_row(
     if not terms:
         return None, None
     positions: dict[str, dict[int, None]] = {}
+    size = 0  # the vector's lexemes and positions, in bytes, as the server lays them out
     for pos, token in enumerate(terms.split(), start=1):
         lexeme = token.lower()
         if too_long(lexeme):
             continue  # left out, as to_tsvector leaves it out; its position stays taken
         # PostgreSQL positions stop at 16383; later tokens share the last one.
-        positions.setdefault(lexeme, {})[min(pos, MAX_POSITION)] = None
+        held = positions.get(lexeme)
+        if held is None:
+            # A new lexeme: its bytes, alignment, its count of positions and the first.
+            size += len(lexeme.encode()) + 5
+            if size > CJK_VECTOR_BYTES:
+                break  # the rest of a very long message is not in this index
+            held = positions[lexeme] = {}
+        elif len(held) < MAX_POSITIONS and min(pos, MAX_POSITION) not in held:
+            size += 2
+        held[min(pos, MAX_POSITION)] = None
     if not positions:
         return None, None
     vector = " ".join(

@@ -549,17 +549,7 @@ def m006_token_counts(conn: psycopg.Connection[Any]) -> None:
     # migration, during a rolling upgrade) still gets it made from the row, as the
     # generated column did. The WHEN test runs without calling the function, so the
     # store's own inserts, which write tsv, pay next to nothing for it.
-    conn.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION memstrata_messages_tsv() RETURNS trigger
-        LANGUAGE plpgsql AS $$
-        BEGIN
-            NEW.tsv := {word_vector("NEW.content", "NEW.tool_name", "NEW.tool_calls")};
-            NEW.tsv_tokens := memstrata_tokens(NEW.tsv);
-            RETURN NEW;
-        END $$
-        """
-    )
+    _word_vector_trigger(conn)
     conn.execute(
         "CREATE TRIGGER messages_tsv_bi BEFORE INSERT ON messages FOR EACH ROW "
         "WHEN (NEW.tsv IS NULL) EXECUTE FUNCTION memstrata_messages_tsv()"
@@ -573,6 +563,38 @@ def m007_gin_pending_lists_merged_by_the_store(conn: psycopg.Connection[Any]) ->
     _set_pending_lists(conn, GIN_PENDING_LIST_KB)
 
 
+@migration
+def m008_word_vectors_of_long_messages(conn: psycopg.Connection[Any]) -> None:
+    # The trigger that makes a row's word vector when its writer leaves it out (a
+    # migration from SQLite, a writer of an older version) reads the same bounded text
+    # as the store's INSERT (WORD_INDEX_CHARS): unbounded, a long message failed there.
+    _word_vector_trigger(conn)
+
+
+# A tsvector holds at most 1 MB of lexemes and positions: a message whose words made a
+# bigger one (a tool's 3 MB output, a log of many distinct ids) failed its whole append
+# with "string is too long for tsvector". The word index reads a message's first
+# WORD_INDEX_CHARS characters, whose vector stays under 0.7 MB whatever they hold (a
+# lexeme and its first position cost at most 9 bytes per 2 characters); SQLite indexes
+# all of it, and the trigram index reads all of it here too.
+WORD_INDEX_CHARS = 150_000
+
+
+def _word_vector_trigger(conn: psycopg.Connection[Any]) -> None:
+    """(Re)define the function of the trigger that makes a row's word vector."""
+    conn.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION memstrata_messages_tsv() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.tsv := {word_vector("NEW.content", "NEW.tool_name", "NEW.tool_calls")};
+            NEW.tsv_tokens := memstrata_tokens(NEW.tsv);
+            RETURN NEW;
+        END $$
+        """
+    )
+
+
 def word_vector(
     content: str = "content", tool_name: str = "tool_name", tool_calls: str = "tool_calls"
 ) -> str:
@@ -583,4 +605,4 @@ def word_vector(
         .replace("(tool_name,", f"({tool_name},")
         .replace("(tool_calls,", f"({tool_calls},")
     )
-    return f"to_tsvector('{TS_CONFIG}'::regconfig, {text})"
+    return f"to_tsvector('{TS_CONFIG}'::regconfig, left({text}, {WORD_INDEX_CHARS}))"
