@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -359,6 +360,50 @@ def test_a_tenant_the_common_values_leave_out_is_counted_as_the_planner_counts_i
     assert "newcomer" not in listed()
     assert estimated_rows(dsn, "newcomer")[0] > 550  # (3,700 - 2,000) / 3 rows
     assert maintenance.keep_statistics(connect, grown="newcomer") == []
+
+
+def visible(dsn: str) -> tuple[int, int]:
+    """The messages table's pages, and those marked all-visible."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT relpages, relallvisible FROM pg_class WHERE oid = 'messages'::regclass"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_a_tenant_small_beside_its_table_gets_its_pages_marked_visible(dsn: str) -> None:
+    """Writers that inserted more than the VACUUM threshold of their own tenant, in a
+    table too big for the table's rule to call for a VACUUM, mark the pages all-visible
+    on close, two of them closing together included (no index read); a writer of a few
+    rows does not."""
+    write(dsn, "known", 20_000)  # close() vacuums and analyzes the fresh table
+    settle(dsn)
+    stores = [PostgresSessionStore(dsn, namespace="small", durability="normal") for _ in range(2)]
+    threads = [
+        # 2,000 each: past 1,000 + 20 % of the tenant's 4,000, short of 20 % of the table
+        threading.Thread(target=write_sessions, args=(store, 2_000, 100 * i))
+        for i, store in enumerate(stores)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    closing = [threading.Thread(target=store.close) for store in stores]
+    for t in closing:
+        t.start()
+    for t in closing:
+        t.join()
+    ran = [sql for store in stores for p in store._keeper.passes for sql in p]
+    assert maintenance.MARK_VISIBLE in ran and "VACUUM (ANALYZE) messages" not in ran, ran
+    pages, marked = visible(dsn)
+    assert marked == pages, (pages, marked)  # the last rows' pages too (_wal_flushed)
+    with PostgresSessionStore(dsn, namespace="few", durability="normal") as store:
+        write_sessions(store, 100)
+        keeper = store._keeper
+    assert all(maintenance.MARK_VISIBLE not in p for p in keeper.passes), keeper.passes
+    pages, marked = visible(dsn)
+    assert marked < pages  # the few rows' page is left to a later pass
 
 
 def test_a_pass_of_another_schema_leaves_this_schemas_pass_to_run(dsn: str) -> None:
