@@ -43,6 +43,7 @@ from store_postgres_ab import (  # noqa: E402
     SRC,
     Side,
     fmt,
+    interleaved,
     load_average,
     queries,
     server_version,
@@ -96,18 +97,11 @@ def search_both(schema_dsn: str, rounds: int, classes: tuple[str, ...]) -> dict[
             for q in items:
                 for s in sides:
                     s.search(q)  # warm-up
-        for r in range(rounds):
-            log(f"round {r + 1}/{rounds}")
-            i = 0
-            for cls, items in qs.items():
-                for q in items:
-                    order = sides if (r + i) % 2 == 0 else sides[::-1]
-                    i += 1
-                    answers = {s.label: s.search(q) for s in order}
-                    for s in sides:
-                        runs[s.label][cls].append(answers[s.label]["ms"])
-                    pages = {len(a["hits"]) for a in answers.values()}
-                    sizes["same" if len(pages) == 1 else "different"] += 1
+        for cls, _, _, answers in interleaved(sides, qs, rounds):
+            for s in sides:
+                runs[s.label][cls].append(answers[s.label]["ms"])
+            pages = {len(a["hits"]) for a in answers.values()}
+            sizes["same" if len(pages) == 1 else "different"] += 1
     finally:
         for s in sides:
             s.close()

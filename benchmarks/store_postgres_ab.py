@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -224,6 +225,22 @@ class Side:
 
 
 # ------------------------------------------------------------------------------ runner
+def interleaved(
+    sides: list[Side], qs: dict[str, list[str]], rounds: int
+) -> Iterator[tuple[str, str, int, dict[str, dict[str, Any]]]]:
+    """Every query of every class asked of each side, ``rounds`` times, the side going
+    first alternating query by query (so that other work on a shared machine weighs on
+    both): yields the class, the query, the round and the answers by side."""
+    for r in range(rounds):
+        log(f"round {r + 1}/{rounds}")
+        i = 0
+        for cls, items in qs.items():
+            for q in items:
+                order = sides if (r + i) % 2 == 0 else sides[::-1]
+                i += 1
+                yield cls, q, r, {s.label: s.search(q) for s in order}
+
+
 def load(dsn: str, schema: str, n: int, clients: int) -> tuple[str, dict[str, Any]]:
     """The tenant of ``n`` messages in the kept ``schema`` (loaded when missing)."""
     sys.path.insert(0, str(HERE))
@@ -266,30 +283,23 @@ def run(
                 pair = [s.search(q) for s in sides]
                 if pair[0]["hits"] != pair[1]["hits"] and len(differing) < 20:
                     differing.append({"class": cls, "query": q, "round": "warm-up"})
-        for r in range(rounds):
-            log(f"round {r + 1}/{rounds}")
-            i = 0
-            for cls, items in qs.items():
-                for q in items:
-                    order = sides if (r + i) % 2 == 0 else sides[::-1]
-                    i += 1
-                    answers = {s.label: s.search(q) for s in order}
-                    for s in sides:
-                        a = answers[s.label]
-                        runs[s.label][cls].append(
-                            {
-                                "query": q,
-                                "ms": a["ms"],
-                                "statements": a["statements"],
-                                "probe_ms": a["probe_ms"],
-                                "hits": len(a["hits"]),
-                            }
-                        )
-                    compared[cls] += 1
-                    if answers["before"]["hits"] == answers["after"]["hits"]:
-                        identical[cls] += 1
-                    elif len(differing) < 20:
-                        differing.append({"class": cls, "query": q, "round": r + 1})
+        for cls, q, r, answers in interleaved(sides, qs, rounds):
+            for s in sides:
+                a = answers[s.label]
+                runs[s.label][cls].append(
+                    {
+                        "query": q,
+                        "ms": a["ms"],
+                        "statements": a["statements"],
+                        "probe_ms": a["probe_ms"],
+                        "hits": len(a["hits"]),
+                    }
+                )
+            compared[cls] += 1
+            if answers["before"]["hits"] == answers["after"]["hits"]:
+                identical[cls] += 1
+            elif len(differing) < 20:
+                differing.append({"class": cls, "query": q, "round": r + 1})
     finally:
         for s in sides:
             s.close()
