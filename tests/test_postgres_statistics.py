@@ -226,6 +226,43 @@ def test_without_the_writers_pass_rows_wait_in_the_pending_lists(
     assert all(pages > 0 for pages in pending_pages(dsn).values()), pending_pages(dsn)
 
 
+def hold_maintenance_lock(dsn: str, seconds: float, held: threading.Event) -> None:
+    """Hold the schema's maintenance lock for ``seconds`` (another process's pass)."""
+    from memstrata.store.postgres.schema import MAINTENANCE_LOCK
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s, hashtext(current_schema()))", (MAINTENANCE_LOCK,))
+        held.set()
+        time.sleep(seconds)
+
+
+@pytest.mark.parametrize("rows", [1_000, 100], ids=["bulk", "few"])
+def test_a_writer_closing_during_another_pass_waits_to_merge_its_rows(dsn: str, rows: int) -> None:
+    """Writers of one bulk load close together: the first to take the lock merges what
+    was written when its pass began. A writer that leaves MERGE_ROWS rows or more waits
+    for that pass and merges the rest; a writer of fewer rows does not wait."""
+    store = PostgresSessionStore(dsn, namespace="closing", durability="normal")
+    write_sessions(store, rows)
+    first = store._keeper._thread  # the pass of its first write, if still running
+    if first is not None:
+        first.join()
+    held = threading.Event()
+    holder = threading.Thread(target=hold_maintenance_lock, args=(dsn, 1.5, held))
+    holder.start()
+    assert held.wait(10)
+    started = time.monotonic()
+    store.close()
+    took = time.monotonic() - started
+    holder.join()
+    left = pending_pages(dsn)
+    if rows >= maintenance.MERGE_ROWS:
+        assert took >= 1.0, took  # it waited for the pass under way
+        assert left == dict.fromkeys(left, 0), left
+    else:
+        assert took < 1.0, took
+        assert any(left.values()), left  # the few rows wait for a later pass
+
+
 @pytest.mark.parametrize("naptime", [None, 0.0], ids=["default", "control"])
 def test_a_bulk_load_is_analyzed_and_merged_at_its_end_not_at_every_pass(
     dsn: str, monkeypatch: pytest.MonkeyPatch, naptime: float | None

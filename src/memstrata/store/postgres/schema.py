@@ -38,14 +38,25 @@ VECTOR_INDEX_LOCK = 0x6D656D02
 
 
 @contextmanager
-def schema_lock(conn: psycopg.Connection[Any], kind: int) -> Iterator[bool]:
-    """Try the advisory lock ``kind`` of the connection's schema (session-level, not
-    waiting) on ``conn`` (rows as dicts, as the store's connections give them); yield
-    whether it was taken, and release it afterwards."""
+def schema_lock(conn: psycopg.Connection[Any], kind: int, wait: float = 0.0) -> Iterator[bool]:
+    """Take the advisory lock ``kind`` of the connection's schema (session-level) on
+    ``conn`` (autocommit, rows as dicts, as the store's maintenance connections give
+    them); yield whether it was taken, and release it afterwards. ``wait``: seconds to
+    wait for a holder to release it (0: not at all)."""
     row = conn.execute(
         "SELECT pg_try_advisory_lock(%s, hashtext(current_schema())) AS got", (kind,)
     ).fetchone()
     got = bool(row and row["got"])
+    if not got and wait > 0:
+        # lock_timeout bounds the wait (advisory locks obey it); reset for the connection.
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(wait * 1000)}ms",))
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s, hashtext(current_schema()))", (kind,))
+            got = True
+        except psycopg.errors.LockNotAvailable:
+            pass
+        finally:
+            conn.execute("RESET lock_timeout")
     try:
         yield got
     finally:
