@@ -909,10 +909,7 @@ def options_text() -> list[str]:
         "keyword scores and cosines alike",
         f"speaker awareness: off (x{1 + fulltext_boosts.SPEAKER_BOOST:g} for transcript "
         "lines of a speaker the question names)",
-        "hybrid recall: off (needs an embedder and the indexing step); when on, a keyword "
-        f"candidate gains {fulltext_boosts.VECTOR_WEIGHT:g} x (cos - "
-        f"{fulltext_boosts.VECTOR_FLOOR:g}) / (1 - {fulltext_boosts.VECTOR_FLOOR:g}), a "
-        f"message with cos >= {fulltext_boosts.VECTOR_ONLY_MIN:g} joins on its own",
+        f"hybrid recall: off (needs an embedder and the indexing step); {hybrid_text()}",
         "query expansion: off (needs the summary model); when on, sub-query candidates "
         f"add {fulltext_boosts.EXPANSION_WEIGHT:g} x their score",
         f"fusion: {FUSION_TEXT}",
@@ -921,6 +918,24 @@ def options_text() -> list[str]:
         f"common-term bound: a term in more than {fulltext.COMMON_DF} rows is kept out of "
         "the BM25 scan when a rarer term exists (never reached on these small stores)",
     ]
+
+
+def hybrid_text() -> str:
+    """The hybrid rule the shipped search applies (memstrata.store.rank, by VECTOR_SCALE)."""
+    b = fulltext_boosts
+    if b.VECTOR_SCALE == "relative":
+        return (
+            f"when on, a keyword candidate (best 1.0) gains {b.VECTOR_WEIGHT:g} x its cosine "
+            "rescaled among the vectors compared (least similar 0, most similar 1), and a "
+            "message the keywords missed joins with that part alone when its cosine on the "
+            f"embedder's calibrated scale, (cos - floor) / (1 - floor), reaches "
+            f"{b.VECTOR_ONLY_MIN:g} (floor: 0.75 for e5, 0 for MiniLM)"
+        )
+    return (
+        f"when on, a keyword candidate gains {b.VECTOR_WEIGHT:g} x (cos - "
+        f"{b.VECTOR_FLOOR:g}) / (1 - {b.VECTOR_FLOOR:g}), a message with cos >= "
+        f"{b.VECTOR_ONLY_MIN:g} joins on its own"
+    )
 
 
 FUSION_TEXT = (
