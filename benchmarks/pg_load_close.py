@@ -1,0 +1,176 @@
+"""PostgreSQL: what the writers of one bulk load leave in the GIN pending lists when they
+close together, and what a search pays for it, for one or two versions of memstrata.
+
+Usage::
+
+    git worktree add PATH BEFORE_COMMIT
+    python benchmarks/pg_load_close.py --dsn postgresql://127.0.0.1:5432/test \\
+        [--messages 100000] [--clients 4] [--src PATH/src ...] [--out FILE]
+
+For each ``--src`` (default: this checkout), in a fresh schema of its own whose tables
+have autovacuum off (the store then keeps them itself): one tenant of ``--messages``
+corpus messages written through the public API by ``--clients`` processes of that
+version at once, each closing its store when its part is written, as
+``benchmarks/store.py --backend postgres`` loads its tenants. Then, with this
+checkout's search (the versions differ in what their writers do on close, not in how
+they search): the corpus queries of every class timed (per-query median of 3, p50/p95
+per class) as the load left the indexes, the pending lists merged
+(``gin_clean_pending_list``, which says how many pages each list held), and the
+queries timed again. A version whose writers leave nothing pending times the same twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import corpus  # noqa: E402  (the benchmarks' own modules, by path)
+from pg_pending_lists import REPEATS  # noqa: E402
+from store import summarize_classes, time_queries  # noqa: E402
+from store_ab import commit_of  # noqa: E402
+from store_postgres import own_schema, run_clients, write_parts  # noqa: E402
+
+SRC = HERE.parent / "src"
+DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
+NAMESPACE = "t"
+
+
+def timed(dsn: str) -> dict[str, dict[str, float]]:
+    """p50/p95 per class over the per-query medians, as benchmarks/store.py takes them."""
+    from memstrata.store.postgres import PostgresSessionStore
+
+    with PostgresSessionStore(dsn, namespace=NAMESPACE) as store:
+
+        def search(query: str) -> int:
+            return len(store.search_messages(query, limit=20))
+
+        classes = time_queries(search, corpus.queries(), REPEATS, slow_s=float("inf"))
+    return {
+        name: {"p50": c["p50_ms"], "p95": c["p95_ms"]}
+        for name, c in summarize_classes(classes).items()
+    }
+
+
+def merged_pages(dsn: str) -> dict[str, int]:
+    """Merge each GIN index's pending list; the pages each held."""
+    import psycopg
+
+    from memstrata.store.postgres.schema import GIN_INDEXES
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {
+            name: int(
+                conn.execute(  # type: ignore[index]
+                    "SELECT gin_clean_pending_list(%s::regclass)", (name,)
+                ).fetchone()[0]
+            )
+            for name in GIN_INDEXES
+        }
+
+
+def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
+    """Load the tenant with ``clients`` writers of ``src``, then time, merge, time."""
+    import psycopg
+
+    from memstrata.store.postgres import PostgresSessionStore, maintenance
+
+    with PostgresSessionStore(dsn, namespace="setup") as store, store.connection() as conn:
+        for table in maintenance.KEPT_TABLES:
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+    with tempfile.TemporaryDirectory(prefix="memstrata-pg-close-") as work:
+        parts = write_parts(Path(work), messages, corpus.SEED, clients)
+        previous = os.environ.get("PYTHONPATH")
+        # The writers are processes of the version under test (its src first on the path).
+        os.environ["PYTHONPATH"] = str(src.resolve())
+        try:
+            load = run_clients("postgres", dsn, NAMESPACE, parts=parts, mode="session", prefix="s")
+        finally:
+            if previous is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = previous
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM messages WHERE namespace = %s", (NAMESPACE,))
+        stored = int(row.fetchone()[0])  # type: ignore[index]
+    as_left = timed(dsn)
+    pages = merged_pages(dsn)
+    return {
+        "load": load,
+        "stored": stored,
+        "pending_pages": pages,
+        "as_left": as_left,
+        "merged": timed(dsn),
+    }
+
+
+def render(args: argparse.Namespace, results: list[tuple[str, dict[str, Any]]], load: str) -> str:
+    lines = [
+        "# PostgreSQL: what the writers of a bulk load leave in the GIN pending lists",
+        "",
+        f"`python benchmarks/pg_load_close.py --messages {args.messages} --clients "
+        f"{args.clients}" + "".join(" --src PATH" for _ in results) + "`",
+        "",
+        f"One tenant of {args.messages:,} corpus messages written through the public API by "
+        f"{args.clients} processes at once, each closing its store when its part is written, "
+        "tables with autovacuum off; then every class of corpus queries timed *as left* by "
+        "the load, the GIN pending lists merged, and timed again (*merged*). Per-query "
+        f"median of {REPEATS}, p50/p95 per class (ms); searched by the same code both times. "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs; load average "
+        f"{load} (a shared machine).",
+        "",
+        "| version | messages stored | load msg/s | pending pages left (word, trigram, CJK) |",
+        "|---|---:|---:|---|",
+    ]
+    for commit, r in results:
+        pages = ", ".join(str(p) for p in r["pending_pages"].values())
+        lines.append(f"| {commit} | {r['stored']:,} | {r['load']['rate']:,.0f} | {pages} |")
+    lines.append("")
+    header, rule = "| class |", "|---|"
+    for commit, _ in results:
+        header += f" {commit} as left p50 | p95 | merged p50 | p95 |"
+        rule += "---:|---:|---:|---:|"
+    lines += [header, rule]
+    for name in results[0][1]["as_left"]:
+        row = f"| {name} |"
+        for _, r in results:
+            a, m = r["as_left"][name], r["merged"][name]
+            row += f" {a['p50']:.2f} | {a['p95']:.2f} | {m['p50']:.2f} | {m['p95']:.2f} |"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--src", type=Path, action="append")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    results = []
+    for i, src in enumerate(args.src or [SRC]):
+        with own_schema(args.dsn, f"close{i}") as dsn:
+            results.append((commit_of(src), measure(dsn, src, args.messages, args.clients)))
+    after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = render(args, results, f"{before} before, {after} after")
+    print(text)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+        args.out.with_suffix(".json").write_text(
+            json.dumps([{"commit": c, **r} for c, r in results], indent=1), encoding="utf-8"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
