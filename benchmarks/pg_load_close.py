@@ -34,47 +34,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import corpus  # noqa: E402  (the benchmarks' own modules, by path)
-from pg_pending_lists import REPEATS  # noqa: E402
-from store import summarize_classes, time_queries  # noqa: E402
+from pg_pending_lists import REPEATS, timed, timings_table  # noqa: E402
 from store_ab import commit_of  # noqa: E402
 from store_postgres import own_schema, run_clients, write_parts  # noqa: E402
 
 SRC = HERE.parent / "src"
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
+# The GIN indexes in the order the report names them (word, trigram, CJK).
+PENDING_ORDER = ("idx_messages_ns_tsv", "idx_messages_ns_trgm", "idx_messages_ns_cjk")
+# The tenant pg_pending_lists.timed searches.
 NAMESPACE = "t"
-
-
-def timed(dsn: str) -> dict[str, dict[str, float]]:
-    """p50/p95 per class over the per-query medians, as benchmarks/store.py takes them."""
-    from memstrata.store.postgres import PostgresSessionStore
-
-    with PostgresSessionStore(dsn, namespace=NAMESPACE) as store:
-
-        def search(query: str) -> int:
-            return len(store.search_messages(query, limit=20))
-
-        classes = time_queries(search, corpus.queries(), REPEATS, slow_s=float("inf"))
-    return {
-        name: {"p50": c["p50_ms"], "p95": c["p95_ms"]}
-        for name, c in summarize_classes(classes).items()
-    }
-
-
-def merged_pages(dsn: str) -> dict[str, int]:
-    """Merge each GIN index's pending list; the pages each held."""
-    import psycopg
-
-    from memstrata.store.postgres.schema import GIN_INDEXES
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return {
-            name: int(
-                conn.execute(  # type: ignore[index]
-                    "SELECT gin_clean_pending_list(%s::regclass)", (name,)
-                ).fetchone()[0]
-            )
-            for name in GIN_INDEXES
-        }
 
 
 def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
@@ -102,7 +71,8 @@ def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
         row = conn.execute("SELECT count(*) FROM messages WHERE namespace = %s", (NAMESPACE,))
         stored = int(row.fetchone()[0])  # type: ignore[index]
     as_left = timed(dsn)
-    pages = merged_pages(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        pages = maintenance.merge_pending(conn)
     return {
         "load": load,
         "stored": stored,
@@ -131,20 +101,10 @@ def render(args: argparse.Namespace, results: list[tuple[str, dict[str, Any]]], 
         "|---|---:|---:|---|",
     ]
     for commit, r in results:
-        pages = ", ".join(str(p) for p in r["pending_pages"].values())
+        pages = ", ".join(str(r["pending_pages"].get(n, 0)) for n in PENDING_ORDER)
         lines.append(f"| {commit} | {r['stored']:,} | {r['load']['rate']:,.0f} | {pages} |")
     lines.append("")
-    header, rule = "| class |", "|---|"
-    for commit, _ in results:
-        header += f" {commit} as left p50 | p95 | merged p50 | p95 |"
-        rule += "---:|---:|---:|---:|"
-    lines += [header, rule]
-    for name in results[0][1]["as_left"]:
-        row = f"| {name} |"
-        for _, r in results:
-            a, m = r["as_left"][name], r["merged"][name]
-            row += f" {a['p50']:.2f} | {a['p95']:.2f} | {m['p50']:.2f} | {m['p95']:.2f} |"
-        lines.append(row)
+    lines += timings_table(results, ("as_left", "as left"), ("merged", "merged"))
     return "\n".join(lines) + "\n"
 
 

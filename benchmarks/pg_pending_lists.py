@@ -25,6 +25,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -134,19 +135,28 @@ def render(args: argparse.Namespace, results: list, before: str, after: str) -> 
         f"average {before} before, {after} after (a shared machine).",
         "",
     ]
-    header = "| class |"
-    rule = "|---|"
+    lines += timings_table(results, ("empty", "merged"), ("pending", "pending"))
+    return "\n".join(lines) + "\n"
+
+
+def timings_table(
+    results: list[tuple[str, dict[str, Any]]], *timings: tuple[str, str]
+) -> list[str]:
+    """p50/p95 per class, for each version and each of ``timings`` (key in a version's
+    results, column label), as Markdown table lines."""
+    header, rule = "| class |", "|---|"
     for commit, _ in results:
-        header += f" {commit} merged p50 | p95 | pending p50 | p95 |"
-        rule += "---:|---:|---:|---:|"
-    lines += [header, rule]
-    for name in results[0][1]["empty"]:
+        for _, label in timings:
+            header += f" {commit} {label} p50 | p95 |"
+            rule += "---:|---:|"
+    lines = [header, rule]
+    for name in results[0][1][timings[0][0]]:
         row = f"| {name} |"
         for _, r in results:
-            e, p = r["empty"][name], r["pending"][name]
-            row += f" {e['p50']:.2f} | {e['p95']:.2f} | {p['p50']:.2f} | {p['p95']:.2f} |"
+            for key, _ in timings:
+                row += f" {r[key][name]['p50']:.2f} | {r[key][name]['p95']:.2f} |"
         lines.append(row)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":

@@ -153,6 +153,13 @@ MERGE_PENDING = (
 )
 
 
+def merge_pending(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Merge the GIN pending lists (:data:`MERGE_PENDING`) on ``conn``; the pages each
+    index's list held, by index name (what a writer left waiting, for measurements)."""
+    with conn.cursor(row_factory=psycopg.rows.tuple_row) as cur:
+        return {str(name): int(pages) for name, pages in cur.execute(MERGE_PENDING).fetchall()}
+
+
 def optimize(db: Database) -> None:
     """ANALYZE the tables and flush the GIN pending lists into the indexes (those the
     store's role owns)."""
