@@ -1,22 +1,27 @@
-"""PostgreSQL: what the writers of one bulk load leave in the GIN pending lists when they
-close together, and what a search pays for it, for one or two versions of memstrata.
+"""PostgreSQL: what the writers of one bulk load leave behind when they close together
+(rows in the GIN pending lists, pages not marked all-visible), and what a search pays
+for it, for one or two versions of memstrata.
 
 Usage::
 
     git worktree add PATH BEFORE_COMMIT
     python benchmarks/pg_load_close.py --dsn postgresql://127.0.0.1:5432/test \\
-        [--messages 100000] [--clients 4] [--src PATH/src ...] [--out FILE]
+        [--messages 100000] [--clients 4] [--beside 0] [--src PATH/src ...] [--out FILE]
 
 For each ``--src`` (default: this checkout), in a fresh schema of its own whose tables
-have autovacuum off (the store then keeps them itself): one tenant of ``--messages``
-corpus messages written through the public API by ``--clients`` processes of that
-version at once, each closing its store when its part is written, as
-``benchmarks/store.py --backend postgres`` loads its tenants. Then, with this
-checkout's search (the versions differ in what their writers do on close, not in how
-they search): the corpus queries of every class timed (per-query median of 3, p50/p95
-per class) as the load left the indexes, the pending lists merged
-(``gin_clean_pending_list``, which says how many pages each list held), and the
-queries timed again. A version whose writers leave nothing pending times the same twice.
+have autovacuum off (the store then keeps them itself): with ``--beside N``, first a
+tenant of N messages loaded by this checkout and vacuumed, so that the tenant measured
+is small beside its table; then one tenant of ``--messages`` corpus messages written
+through the public API by ``--clients`` processes of that version at once, each closing
+its store when its part is written, as ``benchmarks/store.py --backend postgres`` loads
+its tenants. Then, with this checkout's search (the versions differ in what their
+writers do on close, not in how they search): the heap visits an index-only read of
+the tenant's ids makes (one per row on a page not marked all-visible), the corpus
+queries of every class timed (per-query median of 3, p50/p95 per class) as the load
+left the table, the pending lists merged (``gin_clean_pending_list``, which says how
+many pages each list held) and the pages marked (``VACUUM (INDEX_CLEANUP OFF)``), and
+the queries timed again. A version whose writers leave nothing behind times the same
+twice.
 """
 
 from __future__ import annotations
@@ -46,8 +51,26 @@ PENDING_ORDER = ("idx_messages_ns_tsv", "idx_messages_ns_trgm", "idx_messages_ns
 NAMESPACE = "t"
 
 
-def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
-    """Load the tenant with ``clients`` writers of ``src``, then time, merge, time."""
+def heap_fetches(dsn: str) -> int:
+    """The heap visits an index-only read of the tenant's ids makes."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_bitmapscan = off")
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM messages WHERE namespace = ANY(%s) "
+            "ORDER BY namespace DESC, id DESC",
+            ([NAMESPACE],),
+        ).fetchone()
+    plan = row[0][0]["Plan"]  # type: ignore[index]
+    while "Heap Fetches" not in plan:
+        plan = plan["Plans"][0]
+    return int(plan["Heap Fetches"])
+
+
+def measure(dsn: str, src: Path, messages: int, clients: int, beside: int) -> dict[str, Any]:
+    """Load the tenant with ``clients`` writers of ``src``, then time, tidy, time."""
     import psycopg
 
     from memstrata.store.postgres import PostgresSessionStore, maintenance
@@ -55,6 +78,12 @@ def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
     with PostgresSessionStore(dsn, namespace="setup") as store, store.connection() as conn:
         for table in maintenance.KEPT_TABLES:
             conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+    if beside:
+        with tempfile.TemporaryDirectory(prefix="memstrata-pg-close-") as work:
+            parts = write_parts(Path(work), beside, corpus.SEED, clients)
+            run_clients("postgres", dsn, "big", parts=parts, mode="session", prefix="b")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("VACUUM (ANALYZE) messages, sessions")
     with tempfile.TemporaryDirectory(prefix="memstrata-pg-close-") as work:
         parts = write_parts(Path(work), messages, corpus.SEED, clients)
         previous = os.environ.get("PYTHONPATH")
@@ -70,12 +99,15 @@ def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT count(*) FROM messages WHERE namespace = %s", (NAMESPACE,))
         stored = int(row.fetchone()[0])  # type: ignore[index]
+    fetches = heap_fetches(dsn)
     as_left = timed(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         pages = maintenance.merge_pending(conn)
+        conn.execute(maintenance.MARK_VISIBLE)
     return {
         "load": load,
         "stored": stored,
+        "heap_fetches": fetches,
         "pending_pages": pages,
         "as_left": as_left,
         "merged": timed(dsn),
@@ -84,25 +116,37 @@ def measure(dsn: str, src: Path, messages: int, clients: int) -> dict[str, Any]:
 
 def render(args: argparse.Namespace, results: list[tuple[str, dict[str, Any]]], load: str) -> str:
     lines = [
-        "# PostgreSQL: what the writers of a bulk load leave in the GIN pending lists",
+        "# PostgreSQL: what the writers of a bulk load leave behind when they close together",
         "",
         f"`python benchmarks/pg_load_close.py --messages {args.messages} --clients "
-        f"{args.clients}" + "".join(" --src PATH" for _ in results) + "`",
+        f"{args.clients}"
+        + (f" --beside {args.beside}" if args.beside else "")
+        + "".join(" --src PATH" for _ in results)
+        + "`",
         "",
-        f"One tenant of {args.messages:,} corpus messages written through the public API by "
+        (
+            f"A tenant of {args.beside:,} messages loaded and vacuumed first; then one tenant "
+            if args.beside
+            else "One tenant "
+        )
+        + f"of {args.messages:,} corpus messages written through the public API by "
         f"{args.clients} processes at once, each closing its store when its part is written, "
         "tables with autovacuum off; then every class of corpus queries timed *as left* by "
-        "the load, the GIN pending lists merged, and timed again (*merged*). Per-query "
-        f"median of {REPEATS}, p50/p95 per class (ms); searched by the same code both times. "
-        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs; load average "
-        f"{load} (a shared machine).",
+        "the load, the GIN pending lists merged and the pages marked all-visible, and timed "
+        f"again (*merged*). Per-query median of {REPEATS}, p50/p95 per class (ms); searched "
+        f"by the same code both times. {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; load average {load} (a shared machine).",
         "",
-        "| version | messages stored | load msg/s | pending pages left (word, trigram, CJK) |",
-        "|---|---:|---:|---|",
+        "| version | messages stored | load msg/s | pending pages left (word, trigram, CJK) "
+        "| heap visits of an index-only read of the tenant's ids |",
+        "|---|---:|---:|---|---:|",
     ]
     for commit, r in results:
         pages = ", ".join(str(r["pending_pages"].get(n, 0)) for n in PENDING_ORDER)
-        lines.append(f"| {commit} | {r['stored']:,} | {r['load']['rate']:,.0f} | {pages} |")
+        fetches = r.get("heap_fetches", "not measured")
+        lines.append(
+            f"| {commit} | {r['stored']:,} | {r['load']['rate']:,.0f} | {pages} | {fetches} |"
+        )
     lines.append("")
     lines += timings_table(results, ("as_left", "as left"), ("merged", "merged"))
     return "\n".join(lines) + "\n"
@@ -113,6 +157,7 @@ def main() -> int:
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--beside", type=int, default=0, help="messages of a tenant loaded first")
     parser.add_argument("--src", type=Path, action="append")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -120,7 +165,8 @@ def main() -> int:
     results = []
     for i, src in enumerate(args.src or [SRC]):
         with own_schema(args.dsn, f"close{i}") as dsn:
-            results.append((commit_of(src), measure(dsn, src, args.messages, args.clients)))
+            measured = measure(dsn, src, args.messages, args.clients, args.beside)
+            results.append((commit_of(src), measured))
     after = " ".join(f"{x:.2f}" for x in os.getloadavg())
     text = render(args, results, f"{before} before, {after} after")
     print(text)

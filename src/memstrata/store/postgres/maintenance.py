@@ -321,27 +321,36 @@ _UNAUTOVACUUMED = (
 # million others) stays under the table's VACUUM threshold, which counts the table's
 # rows: its pages are not marked all-visible, and every index-only read of its newest
 # ids (the walks' window bounds, the probe's sample) visits the heap for each id. So a
-# store that inserted more than VACUUM_BASE + VACUUM_SCALE of its own tenant's messages
-# since the table was last vacuumed for it marks the pages on close() (mark_visible):
-# this VACUUM reads no index (0.13 s after 100k messages beside a million). Searches
-# of that tenant after the load: p95 0.82-0.97 of unmarked for every class, word 16.9 ->
-# 15.0 ms, boolean 29.0 -> 24.0 (benchmarks/results/pg_visibility.md).
+# store that inserted more than VACUUM_BASE messages, when the rows inserted since the
+# table was last vacuumed pass VACUUM_BASE + VACUUM_SCALE of its tenant's messages,
+# marks the pages on close() (mark_visible): this VACUUM reads no index (0.13 s after
+# 100k messages beside a million). Searches of that tenant after the load: p95
+# 0.82-0.97 of unmarked for every class, word 16.9 -> 15.0 ms, boolean 29.0 -> 24.0
+# (benchmarks/results/pg_visibility.md).
 MARK_VISIBLE = "VACUUM (INDEX_CLEANUP OFF) messages"
 
 
 def mark_visible(connect: Callable[[], Conn], tenant: str, inserted: int) -> bool:
-    """Mark the messages table's pages all-visible (:data:`MARK_VISIBLE`) when the
-    ``inserted`` messages this writer added to ``tenant`` pass the VACUUM threshold of
-    the tenant's size, on a table the server's autovacuum does not look after; whether
-    it ran. Outside the maintenance lock, and waiting for a VACUUM of the table already
-    running: of several writers closing together, each marks what it wrote."""
+    """Mark the messages table's pages all-visible (:data:`MARK_VISIBLE`) when this
+    writer added more than VACUUM_BASE messages (``inserted``) to ``tenant`` and the rows
+    inserted since the table's last VACUUM pass the VACUUM threshold of the tenant's
+    size, on a table the server's autovacuum does not look after; whether it ran.
+    Outside the maintenance lock, and waiting for a VACUUM of the table already running.
+
+    The rows since the last VACUUM are this writer's or, when more, the server's count
+    of every writer's: each of the N writers of one load holds 1/N of it, and with more
+    than four none passed the tenant's threshold on its own (a 100k tenant loaded by 8
+    writers beside a million rows was left unmarked). The pass visits only the pages not
+    marked yet, so of several writers closing together the first does the work."""
     if inserted <= VACUUM_BASE:
         return False
     with connect() as conn:
-        if conn.execute(_UNAUTOVACUUMED, (["messages"],)).fetchone() is None:
+        table = conn.execute(_UNAUTOVACUUMED, (["messages"],)).fetchone()
+        if table is None:
             return False
+        unmarked = max(inserted, int(table["inserted"] or 0))
         row = conn.execute(f"SELECT {TENANT_MESSAGES} AS size", (tenant,)).fetchone()
-        if row is None or inserted <= VACUUM_BASE + VACUUM_SCALE * float(row["size"]):
+        if row is None or unmarked <= VACUUM_BASE + VACUUM_SCALE * float(row["size"]):
             return False
         _wal_flushed(conn)
         conn.execute(MARK_VISIBLE)
