@@ -7,6 +7,9 @@ Usage::
         --messages 100000 --before-src PATH/src [--schema memstrata_ab] [--rounds 9] \\
         [--out benchmarks/results/store_postgres_ab.md]
 
+With ``--tenants T``, T tenants of N messages are written at the same time (their ids
+interleave, as those of the users of one database do) and the first is measured.
+
 The tenant (``ab<N>``, N messages of ``benchmarks/corpus.py``, loaded through the public
 API by ``--clients`` processes as ``benchmarks/store.py --backend postgres`` loads them)
 lives in a kept schema (``--schema``): a later run with the same N reuses it instead of
@@ -39,6 +42,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,22 +245,46 @@ def interleaved(
                 yield cls, q, r, {s.label: s.search(q) for s in order}
 
 
-def load(dsn: str, schema: str, n: int, clients: int) -> tuple[str, dict[str, Any]]:
-    """The tenant of ``n`` messages in the kept ``schema`` (loaded when missing)."""
+def tenant_name(n: int, tenants: int = 1) -> str:
+    """The measured tenant: ``ab<N>``, or of ``tenants`` loaded at once ``ab<N>x<T>_0``."""
+    return f"ab{n}" if tenants <= 1 else f"ab{n}x{tenants}_0"
+
+
+def load(
+    dsn: str, schema: str, n: int, clients: int, tenants: int = 1
+) -> tuple[str, dict[str, Any]]:
+    """The tenant of ``n`` messages in the kept ``schema`` (loaded when missing).
+
+    ``tenants`` > 1: that many tenants of ``n`` messages written at the same time (each
+    by ``clients`` processes), so that their ids interleave as those of users of one
+    database do; the first is the one measured."""
     sys.path.insert(0, str(HERE))
     import corpus
     import store_postgres
 
-    namespace = f"ab{n}"
+    names = [tenant_name(n, tenants)] + [f"ab{n}x{tenants}_{k}" for k in range(1, tenants)]
     with store_postgres.kept_schema(dsn, schema) as schema_dsn:
-        record = store_postgres.loaded(schema_dsn, namespace, n)
-        if record is not None:
-            log(f"tenant {namespace} ({n:,} messages) reused from an earlier run")
-            return schema_dsn, record
+        records = {name: store_postgres.loaded(schema_dsn, name, n) for name in names}
+        if all(r is not None for r in records.values()):
+            log(f"tenant {names[0]} ({n:,} messages) reused from an earlier run")
+            return schema_dsn, records[names[0]] or {}
+        if any(r is not None for r in records.values()):
+            raise RuntimeError(f"the tenants {names} of {schema} are partly loaded: drop it")
         with tempfile.TemporaryDirectory(prefix="memstrata-pg-ab-") as work:
             parts = store_postgres.write_parts(Path(work), n, corpus.SEED, clients)
-            record = store_postgres.load_tenant(schema_dsn, namespace, parts, n, keep=True)
-        return schema_dsn, record
+            loads: dict[str, dict[str, Any]] = {}
+
+            def one(name: str) -> None:
+                loads[name] = store_postgres.load_tenant(schema_dsn, name, parts, n, keep=True)
+
+            threads = [threading.Thread(target=one, args=(name,)) for name in names]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if len(loads) != len(names):
+            raise RuntimeError("a tenant's load failed (see above)")
+        return schema_dsn, loads[names[0]]
 
 
 def run(
@@ -434,7 +462,13 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"One tenant of {n:,} messages ({report['tenant']}, `benchmarks/corpus.py`, loaded "
         f"through the public API{', reused from a kept schema' if report['reused'] else ''}"
-        f"). Both versions searched it in their own processes, interleaved query by query "
+        + (
+            f", written at the same time as {report['tenants'] - 1} other tenants of as many "
+            "messages, so that their ids interleave"
+            if report.get("tenants", 1) > 1
+            else ""
+        )
+        + f"). Both versions searched it in their own processes, interleaved query by query "
         f"(the side going first alternating), {report['rounds']} timed rounds after one "
         f"warm-up answer of every query; `search_messages(query, limit=20)`. "
         f"{report['platform']}, PostgreSQL {report['server']}; load average "
@@ -503,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--schema", default=DEFAULT_SCHEMA, help="kept schema of the tenant")
     parser.add_argument("--clients", type=int, default=2, help="loading processes")
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1,
+        help="tenants of --messages written at once (ids interleaved); the first is measured",
+    )
     parser.add_argument("--before-src", type=Path, help="the src of the version before")
     parser.add_argument("--after-src", type=Path, default=SRC)
     parser.add_argument("--rounds", type=int, default=9)
@@ -520,8 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     classes = tuple(c for c in args.classes.split(",") if c)
     if not classes or any(c not in CLASSES for c in classes):
         parser.error(f"--classes: choose among {', '.join(CLASSES)}")
-    schema_dsn, record = load(args.dsn, args.schema, args.messages, args.clients)
-    namespace = f"ab{args.messages}"
+    schema_dsn, record = load(args.dsn, args.schema, args.messages, args.clients, args.tenants)
+    namespace = tenant_name(args.messages, args.tenants)
     load_before = load_average()
     started = time.time()
     result = run(schema_dsn, namespace, args.before_src, args.after_src, args.rounds, classes)
@@ -533,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": shown_command(argv),
         "messages": args.messages,
         "tenant": namespace,
+        "tenants": args.tenants,
         "reused": bool(record.get("reused")),
         "rounds": args.rounds,
         "before": commit_of(args.before_src),
