@@ -387,17 +387,15 @@ def _probe(
         return f"CASE WHEN NOT ({common}{shut}) THEN {_gin_ids(arms[i][0], keyed)} END AS a{i}"
 
     def tested(i: int) -> str:
-        # A gated arm tested on the sampled rows, read again as the sample's id range of
-        # the tenant's id index (in id order: cheaper than a lookup per id; see
-        # _TENANT_RANGE), the arm a test of each (_tested: the
+        # A gated arm tested on the sampled rows, read again as the sample's id range (in
+        # id order: cheaper than a lookup per id), the arm a test of each (_tested: the
         # planner would rather fetch its every match through GIN). A CTE of its own,
         # read once and only when the arm's gates found nothing: joined to the sample
         # inside the arm's CASE, statistics that made the tenant look tiny had the range
         # read again for every sampled row (2 s at 3,000 messages).
         return (
             f"t{i} AS MATERIALIZED (SELECT m.id FROM p, messages m WHERE m.namespace = ANY(%s) "
-            f"AND m.id >= p.low AND m.id <= p.high AND {_tested(arms[i][0])} "
-            "ORDER BY m.namespace DESC, m.id DESC)"
+            f"AND m.id >= p.low AND m.id <= p.high AND {_tested(arms[i][0])})"
         )
 
     def sampled(i: int) -> str:
@@ -921,18 +919,22 @@ def _edge(below: int | None) -> tuple[str, list[Any]]:
     )
 
 
-# A window's rows, newest first, read as the tenant's range of idx_messages_ns_id (one
-# value: the tenant, as a one-element array): "namespace = ANY" with ORDER BY namespace
-# is an order only that index yields (see _edge). Read as the primary key's id range
-# instead, a window of a tenant whose rows interleave with other tenants' read theirs
-# too: 8,000 of one tenant's rows among ten tenants writing at once were 36,000 rows
-# read (13.4 ms against 3.5), boolean p95 41 ms against 19 for the same tenant loaded
-# alone (benchmarks/results/pg_interleaved.md).
-_TENANT_RANGE = (
-    "m.namespace = ANY(%s) "
-    "AND m.id >= COALESCE((SELECT id FROM lo), 0) AND m.id <= (SELECT id FROM hi) "
-    "ORDER BY m.namespace DESC, m.id DESC"
-)
+def _window_range(where: str, ns: str) -> tuple[str, list[Any]]:
+    """How a window's rows are read, newest first (SQL after ``where``, and its values).
+
+    A tenant beside others (``where`` keyed, see :func:`tenant_sql`): the tenant's range
+    of idx_messages_ns_id ("namespace = ANY" with ORDER BY namespace, an order only that
+    index yields), so that rows of other tenants interleaved with its own are not read.
+    Read as the primary key's id range, 8,000 rows of a tenant written while nine others
+    wrote as much were 36,000 rows read (13.4 ms against 3.5); boolean p95 85 against
+    23 ms at 100k messages (benchmarks/results/pg_interleaved.md). A tenant that is most
+    of its table (``where`` unkeyed): the primary key's id range, its own rows, which
+    stops at the statement's LIMIT where the planner might otherwise sort the range.
+    """
+    ends = "m.id >= COALESCE((SELECT id FROM lo), 0) AND m.id <= (SELECT id FROM hi)"
+    if where.startswith(tenant_sql(keyed=True)):
+        return f"m.namespace = ANY(%s) AND {ends} ORDER BY m.namespace DESC, m.id DESC", [[ns]]
+    return f"{ends} ORDER BY m.id DESC", []
 
 
 def _window(
@@ -951,12 +953,13 @@ def _window(
     each id up. ``carried``: the matches are read with their scoring columns."""
     edge, bound = _edge(below)
     ends = f"WITH hi AS MATERIALIZED ({edge}), lo AS MATERIALIZED ({edge}) "
-    matches = f"FROM messages m WHERE {where} AND {_TENANT_RANGE} LIMIT %s"
+    span, span_params = _window_range(where, ns)
+    matches = f"FROM messages m WHERE {where} AND {span} LIMIT %s"
     head = [[ns], *bound, 0, [ns], *bound, rows - 1]
     # One row per match (one of NULLs when none), each with the window's low end.
     found = conn.execute(
         ends + f"SELECT (SELECT id FROM lo) AS low, {carried.lateral(matches)}",
-        [*head, *carried.params, *params, [ns], wanted],
+        [*head, *carried.params, *params, *span_params, wanted],
     ).fetchall()
     low = found[0]["low"]
     return carried.keep(found, "low"), None if low is None else int(low)
@@ -974,13 +977,14 @@ def _window_both(
     """:func:`_window`'s every match of ``where`` (newest first, no limit) and those of
     them that match ``also`` too, and the window's oldest id."""
     edge, bound = _edge(below)
+    span, span_params = _window_range(where, ns)
     row = conn.execute(
         f"WITH hi AS MATERIALIZED ({edge}), lo AS MATERIALIZED ({edge}), "
         f"w AS MATERIALIZED (SELECT m.id, {also[0]} AS a FROM messages m WHERE {where} "
-        f"AND {_TENANT_RANGE}) "
+        f"AND {span}) "
         "SELECT (SELECT id FROM lo) AS low, ARRAY(SELECT id FROM w WHERE a ORDER BY id DESC) "
         "AS both, ARRAY(SELECT id FROM w ORDER BY id DESC) AS either",
-        [[ns], *bound, 0, [ns], *bound, rows - 1, *also[1], *params, [ns]],
+        [[ns], *bound, 0, [ns], *bound, rows - 1, *also[1], *params, *span_params],
     ).fetchone()
     assert row is not None  # a SELECT without FROM returns one row
     low = None if row["low"] is None else int(row["low"])
