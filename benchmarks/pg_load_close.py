@@ -55,18 +55,10 @@ def heap_fetches(dsn: str) -> int:
     """The heap visits an index-only read of the tenant's ids makes."""
     import psycopg
 
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET enable_seqscan = off")
-        conn.execute("SET enable_bitmapscan = off")
-        row = conn.execute(
-            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM messages WHERE namespace = ANY(%s) "
-            "ORDER BY namespace DESC, id DESC",
-            ([NAMESPACE],),
-        ).fetchone()
-    plan = row[0][0]["Plan"]  # type: ignore[index]
-    while "Heap Fetches" not in plan:
-        plan = plan["Plans"][0]
-    return int(plan["Heap Fetches"])
+    from memstrata.store.postgres import maintenance
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return maintenance.unmarked_rows(conn, NAMESPACE)
 
 
 def measure(dsn: str, src: Path, messages: int, clients: int, beside: int) -> dict[str, Any]:
