@@ -1413,6 +1413,12 @@ def main(argv: list[str] | None = None) -> int:
         "--pg-tenant-size", type=int, default=100_000, help="messages per small tenant"
     )
     parser.add_argument(
+        "--pg-interleave",
+        action="store_true",
+        help="write the small PostgreSQL tenants at the same time, one loader each, so that "
+        "their ids interleave as those of the users of one database do",
+    )
+    parser.add_argument(
         "--build",
         choices=("append", "bulk"),
         default="append",
@@ -1536,6 +1542,7 @@ def main(argv: list[str] | None = None) -> int:
                 tenant_size=args.pg_tenant_size,
                 keep_schema=args.pg_keep_schema,
                 db_dir=args.db_dir,
+                interleave=args.pg_interleave,
             )
     finally:
         if not args.keep_work:

@@ -22,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -140,6 +141,30 @@ def load_tenant(
         with psycopg.connect(dsn) as conn:
             conn.execute("INSERT INTO bench_loads VALUES (%s, %s, %s)", (namespace, n, Jsonb(load)))
     return load
+
+
+def load_at_once(
+    dsn: str, namespaces: list[str], parts: list[Path], n: int, *, keep: bool
+) -> list[dict[str, Any]]:
+    """:func:`load_tenant` for every one of ``namespaces`` at the same time (a thread
+    each), so that their ids interleave; their loads in order."""
+    loads: dict[str, dict[str, Any]] = {}
+    errors: list[BaseException] = []
+
+    def one(namespace: str) -> None:
+        try:
+            loads[namespace] = load_tenant(dsn, namespace, parts, n, keep=keep)
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(ns,)) for ns in namespaces]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [loads[ns] for ns in namespaces]
 
 
 @contextmanager
@@ -294,10 +319,11 @@ def run(
     tenant_size: int = 100_000,
     keep_schema: str | None = None,
     db_dir: Path | None = None,
+    interleave: bool = False,
 ) -> dict[str, Any]:
     """Both backends: multi-client appends, then many tenants in one database
-    (:func:`run_scale`, the largest of ``sizes`` as the big tenant; ``keep_schema`` and
-    ``db_dir``: reuse what an earlier run loaded, see there)."""
+    (:func:`run_scale`, the largest of ``sizes`` as the big tenant; ``keep_schema``,
+    ``db_dir`` and ``interleave``: see there)."""
     namespace = "bench"
     out: dict[str, Any] = {"dsn_host": dsn.split("@")[-1], "clients": clients, "sizes": []}
     append_parts = [write_parts(work, append_n, corpus.SEED + r, clients) for r in range(repeats)]
@@ -341,6 +367,7 @@ def run(
         summarize_classes=summarize_classes,
         keep_schema=keep_schema,
         db_dir=db_dir,
+        interleave=interleave,
     )
     return out
 
@@ -361,9 +388,14 @@ def run_scale(
     summarize_classes: Any,
     keep_schema: str | None = None,
     db_dir: Path | None = None,
+    interleave: bool = False,
 ) -> dict[str, Any]:
     """Many tenants in one database: ``tenants`` of ``tenant_size`` messages and one of
     ``big``, loaded through the public API by ``clients`` processes each.
+
+    ``interleave``: the small tenants are written at the same time, one process each (so
+    their ids interleave, as those of the users of one database do), instead of one
+    tenant after another.
 
     ``keep_schema``: load into this schema and keep it; a tenant an earlier run loaded
     whole is reused, not loaded again (its tables then hold what that run's VACUUM left,
@@ -384,6 +416,7 @@ def run_scale(
     }
     small_parts = write_parts(work, tenant_size, corpus.SEED, clients)
     big_parts = write_parts(work, big, corpus.SEED, clients)
+    one_part = write_parts(work, tenant_size, corpus.SEED, 1) if interleave else []
 
     def timed_search(backend: str, target: str, namespace: str) -> dict[str, Any]:
         store = open_store(backend, target, namespace)
@@ -421,10 +454,16 @@ def run_scale(
         keep = keep_schema is not None
         if keep:
             out["kept_vacuumed"] = vacuumed_before(pg_dsn)
-        out["pg_small_loads"] = [
-            load_tenant(pg_dsn, f"t{i}", small_parts, tenant_size, keep=keep)
-            for i in range(tenants)
-        ]
+        if interleave:
+            out["interleaved"] = True
+            out["pg_small_loads"] = load_at_once(
+                pg_dsn, [f"t{i}" for i in range(tenants)], one_part, tenant_size, keep=keep
+            )
+        else:
+            out["pg_small_loads"] = [
+                load_tenant(pg_dsn, f"t{i}", small_parts, tenant_size, keep=keep)
+                for i in range(tenants)
+            ]
         out["pg_big_load"] = load_tenant(pg_dsn, BIG, big_parts, big, keep=keep)
         out["pg_tables_after_load"] = table_state(pg_dsn)
         for phase in ("bulk", "vacuumed"):
@@ -588,8 +627,14 @@ def render_scale(sc: dict[str, Any], class_labels: dict[str, str], fmt_ms: Any) 
     loads = sc["pg_small_loads"]
     w(f"### {tenants} tenants of {small:,} messages and one of {big:,} in one database\n")
     w(
-        f"All loaded through the public API (`append_messages`, one call per session, "
-        f"{sc['clients']} loader processes per tenant) into one schema: {tenants} tenants "
+        "All loaded through the public API (`append_messages`, one call per session, "
+        + (
+            f"the {tenants} small tenants written at the same time, one loader process each, "
+            f"so that their ids interleave; the big one by {sc['clients']} loader processes"
+            if sc.get("interleaved")
+            else f"{sc['clients']} loader processes per tenant"
+        )
+        + f") into one schema: {tenants} tenants "
         f"of {small:,} messages each "
         f"({statistics.median(x['rate'] for x in loads):,.0f} msg/s median per tenant load), "
         f"then the tenant of {big:,} ({sc['pg_big_load']['rate']:,.0f} msg/s). "
@@ -597,7 +642,11 @@ def render_scale(sc: dict[str, Any], class_labels: dict[str, str], fmt_ms: Any) 
         "after the loads, with no VACUUM or ANALYZE but what the store ran itself. "
         "*Vacuumed*: after a manual `VACUUM (ANALYZE)` and the GIN pending lists flushed "
         f"({sc.get('pg_vacuum_seconds', 0):.0f} s), as autovacuum would leave the tables. "
-        f"The small tenant timed is `{SMALL}`, the first loaded (its rows the oldest). "
+        + (
+            f"The small tenant timed is `{SMALL}`, one of the {tenants} written together. "
+            if sc.get("interleaved")
+            else f"The small tenant timed is `{SMALL}`, the first loaded (its rows the oldest). "
+        )
         + (
             "**Tenants reused from an earlier run** (`--pg-keep-schema`, loaded the same "
             "way; their load rates are that run's): "
