@@ -42,7 +42,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -272,19 +271,8 @@ def load(
             raise RuntimeError(f"the tenants {names} of {schema} are partly loaded: drop it")
         with tempfile.TemporaryDirectory(prefix="memstrata-pg-ab-") as work:
             parts = store_postgres.write_parts(Path(work), n, corpus.SEED, clients)
-            loads: dict[str, dict[str, Any]] = {}
-
-            def one(name: str) -> None:
-                loads[name] = store_postgres.load_tenant(schema_dsn, name, parts, n, keep=True)
-
-            threads = [threading.Thread(target=one, args=(name,)) for name in names]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        if len(loads) != len(names):
-            raise RuntimeError("a tenant's load failed (see above)")
-        return schema_dsn, loads[names[0]]
+            loads = store_postgres.load_at_once(schema_dsn, names, parts, n, keep=True)
+        return schema_dsn, loads[0]
 
 
 def run(
