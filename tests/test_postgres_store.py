@@ -484,6 +484,21 @@ def test_every_query_class_can_use_an_index(
     assert index in plan and "Seq Scan" not in plan, plan
 
 
+def test_a_window_of_a_tenant_beside_others_is_read_on_its_own_id_index() -> None:
+    """A walk's window of a keyed tenant (a tenant beside others, whose ids interleave
+    with theirs) reads the tenant's (namespace, id) range; an unkeyed one (most of its
+    table) the primary key's id range. The choice is read from the filter's first
+    clause, so this holds filter_sql and the window to the same form."""
+    keyed, _ = pg_search.filter_sql("t", make_filters(), keyed=True)
+    span, values = pg_search._window_range(keyed, "t")
+    assert "m.namespace = ANY(%s)" in span and "ORDER BY m.namespace DESC" in span, span
+    assert values == [["t"]]
+    unkeyed, _ = pg_search.filter_sql("t", make_filters(), keyed=False)
+    span, values = pg_search._window_range(unkeyed, "t")
+    assert "namespace" not in span and span.endswith("ORDER BY m.id DESC"), span
+    assert values == []
+
+
 def _newest_both_ways(
     store: PostgresSessionStore, query: str, k: int
 ) -> tuple[list[int], list[int] | None, list[int]]:
