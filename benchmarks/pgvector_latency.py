@@ -32,7 +32,6 @@ import re
 import secrets
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -48,6 +47,7 @@ import numpy as np
 import corpus  # the benchmark's own generator, importable by path
 from memstrata.search.embedders import index_pending
 from memstrata.store.postgres import PostgresSessionStore
+from store import source_version  # the benchmarks' own helper, by path
 
 DIMS = 384
 _WORD = re.compile(r"\w+")
@@ -224,12 +224,6 @@ def sizes(dsn: str) -> dict[str, int]:
     return {str(name): int(size) for name, size in rows}
 
 
-def head_commit() -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-
-
 def report(figures: dict[str, Any], args: argparse.Namespace) -> str:
     commit = figures.get("commit", "")
     times = figures["times"]
@@ -239,7 +233,7 @@ def report(figures: dict[str, Any], args: argparse.Namespace) -> str:
         f"Produced by `python benchmarks/pgvector_latency.py --messages {figures['messages']} "
         f"--per-class {args.per_class}"
         f"{' --output benchmarks/results/' + args.output.name if args.output else ''}` on "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, memstrata commit "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, memstrata "
         f"{commit or 'unknown'}; {figures['versions']}. Machine: {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, shared with other jobs (load average "
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end): figures are medians "
@@ -308,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     if not args.dsn:
         parser.error("--dsn (or MEMSTRATA_BENCH_PGVECTOR_DSN) is required")
-    commit = head_commit()  # the code the run starts with, whatever changes meanwhile
+    commit = source_version()  # the code the run starts with, whatever changes meanwhile
     figures = run(args.dsn, args.messages, args.per_class)
     figures["commit"] = commit
     text = report(figures, args)

@@ -37,7 +37,6 @@ import platform
 import secrets
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall  # the SQLite benchmark: loading, filling, scoring
 from memstrata.store.postgres import PostgresSessionStore
 from memstrata.store.sqlite.store import SessionStore
+from store import source_version  # the benchmarks' own helper, by path
 
 DEFAULT_DSN = "postgresql://127.0.0.1:5432/test"
 
@@ -239,19 +239,9 @@ def shown_output(path: Path) -> str:
         return path.name
 
 
-def head_commit() -> str:
-    """The checkout's commit (short), or "unknown"."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-
-
 def report(result: dict[str, Any], args: argparse.Namespace) -> str:
     """The Markdown result page."""
-    commit = result.get("commit") or head_commit()
+    commit = result.get("commit") or source_version()
     times = result["times"]
     lines = [
         f"# Session recall on PostgreSQL ({'MADial-Bench' if args.path.is_dir() else 'LoCoMo'})\n",
@@ -266,7 +256,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         "tenant (namespace) of one PostgreSQL database and in its own SQLite file; "
         "questions asked verbatim, category 5 (adversarial) left out. "
         f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"memstrata commit {commit or 'unknown'} (with local changes); the machine is "
+        f"memstrata {commit}; the machine is "
         "shared with other jobs, so latencies are medians and carry that noise.\n",
         "Systems: each option of `search_sessions` (`default` is the shipped one, date "
         "evidence on; `dates off` is `dates=False`; `speaker awareness` is `speakers=True`; "
@@ -376,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         def expander(store: Any, question: str) -> list[str]:
             return expand_query(store, client, question)
 
-    commit = head_commit()  # the code the run starts with, whatever changes meanwhile
+    commit = source_version()  # the code the run starts with, whatever changes meanwhile
     try:
         result = run(
             args.path,
