@@ -1,5 +1,5 @@
-"""Smoke tests of benchmarks/facts_recall.py and benchmarks/recall_postgres.py on tiny
-LoCoMo-format files (no timing)."""
+"""Smoke tests of benchmarks/facts_recall.py, benchmarks/recall_postgres.py and
+benchmarks/embedder_speed.py on tiny LoCoMo-format files (no timing)."""
 
 from __future__ import annotations
 
@@ -161,3 +161,54 @@ def test_recall_postgres_measures_every_option_on_both_backends(tmp_path: Path) 
             assert f"| {option} [{backend}] | 2 | 0 |" in report
         assert f"| {option} | NDCG@5 |" in report
     assert "| default (dates on) | R@5 | 1.000 | 1.000 | +0.000 |" in report
+
+
+EMBEDDER_SPEED = Path(__file__).resolve().parent.parent / "benchmarks" / "embedder_speed.py"
+
+
+def test_embedder_speed_reports_indexing_and_query_figures(tmp_path: Path) -> None:
+    """benchmarks/embedder_speed.py with MiniLM on a tiny LoCoMo file and a tiny MADial
+    folder: every message indexed, a row of figures per embedder."""
+    from memstrata.errors import ConfigError
+    from memstrata.search.minilm import model_zip
+
+    try:
+        model_zip()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    sample = {
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I started the cello."},
+            ],
+        },
+        "qa": [{"question": "What is the name of Ana's cat?", "evidence": ["D1:1"], "category": 4}],
+    }
+    locomo = tmp_path / "tiny.json"
+    locomo.write_text(json.dumps([sample]), encoding="utf-8")
+    madial = tmp_path / "madial"
+    madial.mkdir()
+    memory = {"m": {"id": 1, "user-id": 1, "time": "2024-05-01", "event": "Bart 养了一只猫",
+                    "scene": "家里", "emotion": "开心"}}  # fmt: skip
+    (madial / "tiny-memory.jsonl").write_text(json.dumps(memory, ensure_ascii=False) + "\n")
+    dialogue = {"id": 2, "user-id": 1, "relevant-id": [1], "test-turn": [2],
+                "dialogue": ["Bart: 我的猫今天很乖", "Assistant: 真好", "Bart: 是啊"]}  # fmt: skip
+    (madial / "tiny-dialogue.jsonl").write_text(json.dumps(dialogue, ensure_ascii=False) + "\n")
+    out = tmp_path / "speed.md"
+    run = subprocess.run(
+        [sys.executable, str(EMBEDDER_SPEED), str(locomo), str(madial),
+         "--embedders", "minilm", "--repeats", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = out.read_text(encoding="utf-8")
+    assert "fresh SQLite store of the first LoCoMo conversation (2 messages)" in report
+    assert "1 LoCoMo questions and 1 MADial zh dialogues" in report
+    row = next(line for line in report.splitlines() if line.startswith("| all-MiniLM-L6-v2 |"))
+    rate = float(row.split("|")[2])
+    assert rate > 0
