@@ -1,5 +1,5 @@
-"""Smoke tests of benchmarks/facts_recall.py, benchmarks/recall_postgres.py and
-benchmarks/embedder_speed.py on tiny LoCoMo-format files (no timing)."""
+"""Smoke tests of benchmarks/facts_recall.py, benchmarks/recall_postgres.py,
+benchmarks/embedder_speed.py and benchmarks/pg_statement_times.py on tiny data (no timing)."""
 
 from __future__ import annotations
 
@@ -212,3 +212,28 @@ def test_embedder_speed_reports_indexing_and_query_figures(tmp_path: Path) -> No
     row = next(line for line in report.splitlines() if line.startswith("| all-MiniLM-L6-v2 |"))
     rate = float(row.split("|")[2])
     assert rate > 0
+
+
+STATEMENT_TIMES = Path(__file__).resolve().parent.parent / "benchmarks" / "pg_statement_times.py"
+
+
+@pytest.mark.postgres
+def test_pg_statement_times_lists_each_class_and_its_statements(namespace: str) -> None:
+    """benchmarks/pg_statement_times.py on a tenant of a few messages: a line per class
+    with the search's figures, and the statements it sent (the probe among them)."""
+    from conftest import PG_DSN
+    from memstrata.store.postgres import PostgresSessionStore
+
+    with PostgresSessionStore(PG_DSN, namespace=namespace) as store:
+        store.create_session("s1", source="cli")
+        rows = [{"role": "user", "content": f"the deploy of auth-api failed {i}"} for i in range(5)]
+        store.append_messages("s1", rows)
+    run = subprocess.run(
+        [sys.executable, str(STATEMENT_TIMES), "--dsn", PG_DSN, "--namespace", namespace,
+         "--classes", "word", "--rounds", "1"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("word: search p50 ")
+    assert any("per search, mean" in line and "MATERIALIZED" in line for line in lines[1:])
