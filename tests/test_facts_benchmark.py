@@ -100,15 +100,9 @@ def test_postgres_rows_score_like_sqlite_on_the_tiny_file(
     assert "PostgresFactStore" in report
 
 
-RECALL_PG = Path(__file__).resolve().parent.parent / "benchmarks" / "recall_postgres.py"
-
-
-@pytest.mark.postgres
-def test_recall_postgres_measures_every_option_on_both_backends(tmp_path: Path) -> None:
-    """benchmarks/recall_postgres.py --expansion on a tiny conversation: each option has a
-    row per backend and a line per metric in the comparison."""
-    from conftest import PG_DSN
-
+def _tiny_locomo(folder: Path) -> Path:
+    """A LoCoMo-format file of one conversation: two sessions, three messages, two
+    questions."""
     sample = {
         "sample_id": "tiny",
         "conversation": {
@@ -129,8 +123,21 @@ def test_recall_postgres_measures_every_option_on_both_backends(tmp_path: Path) 
             {"question": "Where is Ana's bakery?", "evidence": ["D2:1"], "category": 4},
         ],
     }
-    path = tmp_path / "tiny.json"
+    path = folder / "tiny.json"
     path.write_text(json.dumps([sample]), encoding="utf-8")
+    return path
+
+
+RECALL_PG = Path(__file__).resolve().parent.parent / "benchmarks" / "recall_postgres.py"
+
+
+@pytest.mark.postgres
+def test_recall_postgres_measures_every_option_on_both_backends(tmp_path: Path) -> None:
+    """benchmarks/recall_postgres.py --expansion on a tiny conversation: each option has a
+    row per backend and a line per metric in the comparison."""
+    from conftest import PG_DSN
+
+    path = _tiny_locomo(tmp_path)
     out = tmp_path / "report.md"
     run = subprocess.run(
         [
@@ -176,21 +183,7 @@ def test_embedder_speed_reports_indexing_and_query_figures(tmp_path: Path) -> No
         model_zip()
     except ConfigError as exc:
         pytest.skip(str(exc))
-    sample = {
-        "sample_id": "tiny",
-        "conversation": {
-            "speaker_a": "Ana",
-            "speaker_b": "Ben",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [
-                {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Pixel."},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I started the cello."},
-            ],
-        },
-        "qa": [{"question": "What is the name of Ana's cat?", "evidence": ["D1:1"], "category": 4}],
-    }
-    locomo = tmp_path / "tiny.json"
-    locomo.write_text(json.dumps([sample]), encoding="utf-8")
+    locomo = _tiny_locomo(tmp_path)
     madial = tmp_path / "madial"
     madial.mkdir()
     memory = {"m": {"id": 1, "user-id": 1, "time": "2024-05-01", "event": "Bart 养了一只猫",
@@ -207,8 +200,8 @@ def test_embedder_speed_reports_indexing_and_query_figures(tmp_path: Path) -> No
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     report = out.read_text(encoding="utf-8")
-    assert "fresh SQLite store of the first LoCoMo conversation (2 messages)" in report
-    assert "1 LoCoMo questions and 1 MADial zh dialogues" in report
+    assert "fresh SQLite store of the first LoCoMo conversation (3 messages)" in report
+    assert "2 LoCoMo questions and 1 MADial zh dialogues" in report
     row = next(line for line in report.splitlines() if line.startswith("| all-MiniLM-L6-v2 |"))
     rate = float(row.split("|")[2])
     assert rate > 0
