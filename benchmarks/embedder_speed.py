@@ -31,19 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import recall  # the recall benchmark's loaders, by path
-from memstrata.search.embedders import index_pending
+from memstrata.search.embedders import index_pending, named_embedder
 from memstrata.store.vectors import embed_queries
 from store import load_average, percentile, source_version
-
-
-def make(name: str) -> Any:
-    if name == "e5":
-        from memstrata.search.e5 import E5Embedder
-
-        return E5Embedder()
-    from memstrata.search.minilm import MiniLMEmbedder
-
-    return MiniLMEmbedder()
 
 
 def indexing(embedder: Any, conv: recall.Conversation) -> float:
@@ -68,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("locomo", type=Path, help="LoCoMo-format JSON file")
     parser.add_argument("madial", type=Path, help="MADial-Bench folder")
-    parser.add_argument("--embedders", nargs="+", default=["e5", "minilm"])
+    parser.add_argument(
+        "--embedders", nargs="+", choices=("e5", "minilm"), default=["e5", "minilm"]
+    )
     parser.add_argument("--repeats", type=int, default=3, help="stores indexed per embedder")
     parser.add_argument("--questions", type=int, default=60, help="queries timed per set")
     parser.add_argument("--out", type=Path, help="write the report (Markdown)")
@@ -81,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     before = load_average()
     rows: dict[str, dict[str, Any]] = {}
     for name in args.embedders:
-        embedder = make(name)
+        embedder = named_embedder(name)
         embed_queries(embedder, ["warm-up"])  # the model loaded and its first call made
         rates = [indexing(embedder, conv) for _ in range(args.repeats)]
         short, long = query_ms(embedder, questions), query_ms(embedder, dialogues)

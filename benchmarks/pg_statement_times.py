@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     psycopg.Cursor.execute = timed_execute  # type: ignore[method-assign]
     store = PostgresSessionStore(args.dsn, namespace=args.namespace, durability="normal")
     try:
+        by_class = corpus.queries()
         for cls in args.classes:
-            queries = corpus.queries()[cls]
+            queries = by_class[cls]
             for q in queries:
                 store.search_messages(q, limit=20)  # warm-up
             whole, sql = [], []

@@ -244,9 +244,10 @@ def interleaved(
                 yield cls, q, r, {s.label: s.search(q) for s in order}
 
 
-def tenant_name(n: int, tenants: int = 1) -> str:
-    """The measured tenant: ``ab<N>``, or of ``tenants`` loaded at once ``ab<N>x<T>_0``."""
-    return f"ab{n}" if tenants <= 1 else f"ab{n}x{tenants}_0"
+def tenant_name(n: int, tenants: int = 1, k: int = 0) -> str:
+    """The ``k``-th tenant of ``n`` messages: ``ab<N>``, or of ``tenants`` loaded at once
+    ``ab<N>x<T>_<k>`` (the 0th is the one measured)."""
+    return f"ab{n}" if tenants <= 1 else f"ab{n}x{tenants}_{k}"
 
 
 def load(
@@ -261,7 +262,7 @@ def load(
     import corpus
     import store_postgres
 
-    names = [tenant_name(n, tenants)] + [f"ab{n}x{tenants}_{k}" for k in range(1, tenants)]
+    names = [tenant_name(n, tenants, k) for k in range(max(tenants, 1))]
     with store_postgres.kept_schema(dsn, schema) as schema_dsn:
         records = {name: store_postgres.loaded(schema_dsn, name, n) for name in names}
         if all(r is not None for r in records.values()):
