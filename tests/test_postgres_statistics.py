@@ -230,10 +230,13 @@ def test_without_the_writers_pass_rows_wait_in_the_pending_lists(
 
 def hold_maintenance_lock(dsn: str, seconds: float, held: threading.Event) -> None:
     """Hold the schema's maintenance lock for ``seconds`` (another process's pass)."""
-    from memstrata.store.postgres.schema import MAINTENANCE_LOCK
+    from memstrata.store.postgres.schema import MAINTENANCE_LOCK, schema_lock
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s, hashtext(current_schema()))", (MAINTENANCE_LOCK,))
+    with (
+        psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn,
+        schema_lock(conn, MAINTENANCE_LOCK) as got,
+    ):
+        assert got
         held.set()
         time.sleep(seconds)
 
