@@ -37,6 +37,7 @@ def test_open_creates_file_in_home_with_wal_and_migrations(memstrata_home: Path)
     assert [r[0] for r in conn.execute("SELECT name FROM _migrations")] == [
         "m001_facts",
         "m002_fact_vectors",
+        "m003_folded_cjk_index",
     ]
     conn.close()
 

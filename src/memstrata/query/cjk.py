@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from memstrata.query.fold import fold
+
 # Han (basic, extension A, B, compatibility), Hiragana, Katakana, Hangul syllables.
 # CJK punctuation (U+3000-U+303F) separates runs instead of joining them.
 _CJK_CLASS = (
@@ -42,16 +44,34 @@ def run_terms(run: str) -> list[str]:
 def cjk_terms(*parts: str | None) -> str | None:
     """Return the bigram-index text for the given column values, or None without CJK.
 
+    The text is folded first (:func:`memstrata.query.fold.fold`: traditional characters
+    simplified, full-width letters and digits in ASCII), and a chunk of full-width letters
+    or digits is indexed here too, folded, so that ``API`` finds ``ＡＰＩ``.
+
     Registered on every connection as the deterministic SQL function
     ``memstrata_cjk_terms`` that the index triggers call; it must never change output
-    for the same input, or deleting a row would corrupt the contentless index.
+    for the same input, or deleting a row would corrupt the contentless index (a change
+    ships with a migration that re-indexes the rows it changes).
     """
+    return _terms(parts, folded=True)
+
+
+def unfolded_cjk_terms(*parts: str | None) -> str | None:
+    """What :func:`cjk_terms` returned before the index was folded: the migrations that
+    re-index a row hand these tokens back to delete it."""
+    return _terms(parts, folded=False)
+
+
+def _terms(parts: tuple[str | None, ...], *, folded: bool) -> str | None:
     tokens: list[str] = []
     for part in parts:
-        if not part or not _HAS_CJK.search(part):
+        if not part:
             continue
-        for chunk in _CHUNK.findall(part):
-            if not _HAS_CJK.search(chunk):
+        text = fold(part) if folded else part
+        if text == part and not _HAS_CJK.search(part):
+            continue
+        for written, chunk in zip(_CHUNK.findall(part), _CHUNK.findall(text), strict=True):
+            if not _HAS_CJK.search(chunk) and chunk == written:
                 continue
             pos = 0
             for match in CJK_RUN.finditer(chunk):

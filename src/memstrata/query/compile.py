@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from memstrata.query.cjk import CJK_RUN, has_cjk, run_terms
+from memstrata.query.fold import fold
 
 MAX_QUERY_CHARS = 2048
 Index = Literal["word", "trigram", "cjk"]
@@ -528,7 +529,8 @@ def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) 
     An explicit query (operators, a quoted phrase, ``prefix*``) also carries its
     ``fallback``: its positive terms as natural words, for a search that finds too little.
     """
-    text = clean_text(query or "")
+    # Folded as the CJK index is (memstrata.query.fold): 數據庫 searches 数据库, ＡＰＩ API.
+    text = fold(clean_text(query or ""))
     lexemes = _lex(text)
     explicit = any(lex.kind == "op" or lex.kind == "phrase" or lex.prefix for lex in lexemes)
     stop = STOPWORDS if stopwords is None else frozenset(w.lower() for w in stopwords)

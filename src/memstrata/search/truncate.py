@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery
+from memstrata.query.fold import fold
 from memstrata.store.hits import term_needle, text_of
 
 EARLIER_MARK = "...[earlier conversation truncated]..."
@@ -93,7 +94,9 @@ def needles_for(compiled: CompiledQuery) -> Needles:
 
 def _lower_same_length(text: str) -> str:
     # Positions found in the lowered text must index the original: a few characters
-    # (e.g. "İ") grow when lowered, so those are kept as they are.
+    # (e.g. "İ") grow when lowered, so those are kept as they are. Folded as queries are
+    # (memstrata.query.fold, which keeps every position): 數據 holds a match of 数据.
+    text = fold(text)
     lower = text.lower()
     if len(lower) == len(text):
         return lower

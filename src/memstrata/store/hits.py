@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Term
+from memstrata.query.fold import fold
 from memstrata.store.codec import JSON_SENTINEL
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def hit_dicts(
 
 def _snippet(row: HitRow, kinds: Sequence[tuple[str, bool]]) -> str:
     fields = [row.text, row.tool_name or "", row.tool_calls or ""]
-    lowered = [f.lower() for f in fields]
+    # Folded as queries are (memstrata.query.fold), same length: 數據 shows a match of 数据.
+    lowered = [fold(f).lower() for f in fields]
     # The first field holding a match (content, tool name, tool-call arguments).
     chosen = next(
         (f for f, low in zip(fields, lowered, strict=True) if any(n in low for n, _ in kinds)),
@@ -158,11 +160,13 @@ def highlight(text: str, needles: Sequence[str], width: int = SNIPPET_CHARS) -> 
 
 def needle_kinds(needles: Sequence[str]) -> list[tuple[str, bool]]:
     """Each distinct lowercase needle with whether it is Latin (matched as a word start)."""
-    return [(n, not has_cjk(n) and n[:1].isalnum()) for n in {n.lower() for n in needles if n}]
+    folded = {fold(n).lower() for n in needles if n}
+    return [(n, not has_cjk(n) and n[:1].isalnum()) for n in folded]
 
 
 def _highlight(text: str, kinds: Sequence[tuple[str, bool]], width: int) -> str:
-    lower = text.lower()
+    # Matched in the folded text, cut from the text as written (folding keeps positions).
+    lower = fold(text).lower()
     firsts = [p for p in (_next_match(lower, n, latin, 0) for n, latin in kinds) if p >= 0]
     begin = max(0, min(firsts) - width // 3) if firsts else 0
     stop = min(len(text), begin + width)

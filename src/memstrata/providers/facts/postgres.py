@@ -48,7 +48,7 @@ from memstrata.store.postgres.codec import pg_text
 from memstrata.store.postgres.database import Conn, Database, Durability
 from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.pgvector import FACTS, ServerFactRows, ServerVectors
-from memstrata.store.postgres.schema import TS_CONFIG
+from memstrata.store.postgres.schema import TS_CONFIG, refold_cjk_vectors
 from memstrata.store.postgres.search import SUBSTRING, cjk_tsquery, substring_pattern
 from memstrata.store.postgres.store import configured
 
@@ -166,6 +166,12 @@ def f001_facts(conn: Conn) -> None:
     ]
     for statement in statements:
         conn.execute(statement)
+
+
+@_migration
+def f002_folded_cjk_vectors(conn: Conn) -> None:
+    # Folded as the messages' CJK vectors are (the session schema's m009).
+    refold_cjk_vectors(conn, "facts", ("content", "key", "value"))
 
 
 def _first(row: Any) -> str:

@@ -28,7 +28,12 @@ from typing import Final
 
 from memstrata.providers.facts.contract import Fact, FactChange
 from memstrata.query.compile import Index
-from memstrata.store.sqlite.migrations import CJK_FUNCTION, Migration, run_migrations
+from memstrata.store.sqlite.migrations import (
+    CJK_FUNCTION,
+    Migration,
+    refold_cjk_index,
+    run_migrations,
+)
 
 # The row types live in the contract; imported here too, where they were first defined.
 __all__ = ["CATEGORIES", "FTS_TABLES", "INDEXED", "STATUSES", "Fact", "FactChange", "migrate"]
@@ -185,6 +190,12 @@ def m002_fact_vectors(conn: sqlite3.Connection) -> None:
             "DELETE FROM fact_vectors WHERE fact_id = old.id; END",
         ],
     )
+
+
+@_migration
+def m003_folded_cjk_index(conn: sqlite3.Connection) -> None:
+    # Folded as the session store's CJK index (its m005, memstrata.query.fold).
+    refold_cjk_index(conn, "facts", FTS_TABLES["cjk"], INDEXED)
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

@@ -582,6 +582,67 @@ def m008_word_vectors_of_long_messages(conn: psycopg.Connection[Any]) -> None:
     _word_vector_trigger(conn)
 
 
+@migration
+def m009_folded_cjk_vectors(conn: psycopg.Connection[Any]) -> None:
+    # The CJK vectors hold folded text (memstrata.query.fold): traditional characters
+    # simplified, full-width letters and digits in ASCII, as every query is now folded.
+    refold_cjk_vectors(conn, "messages", ("content", "tool_name", "tool_calls"), "cjk_tokens")
+
+
+def refold_cjk_vectors(
+    conn: psycopg.Connection[Any],
+    table: str,
+    columns: tuple[str, str, str],
+    tokens: str | None = None,
+) -> int:
+    """Write again the CJK vector (and its length in ``tokens``) of every row of ``table``
+    (all tenants) whose ``columns`` folding changes; return how many. The server finds
+    them by a character class of what folds (one pass over the table); on a database
+    not in UTF-8 every row holding CJK or a full-width character is read and checked."""
+    # Imported here: the messages module imports this one.
+    from memstrata.query.fold import FOLDING, folds
+    from memstrata.store.postgres.messages import cjk_row
+
+    utf8 = str(_first_value(conn.execute("SHOW server_encoding").fetchone())).upper() in (
+        "UTF8",
+        "UTF-8",
+    )
+    pattern = "[" + (FOLDING if utf8 else "\uff10-\uff5a") + "]"
+    test = " OR ".join(f"{c} ~ %s" for c in columns) + ("" if utf8 else " OR cjk IS NOT NULL")
+    set_tokens = f", {tokens} = v.tokens" if tokens else ""
+    changed, last = 0, 0
+    while True:
+        rows = conn.execute(
+            f"SELECT id, {', '.join(columns)} FROM {table} WHERE id > %s AND ({test}) "
+            "ORDER BY id LIMIT 2000",
+            [last, *[pattern] * len(columns)],
+        ).fetchall()
+        if not rows:
+            return changed
+        last = int(_first_value(rows[-1]))
+        ids, vectors, counts = [], [], []
+        for row in rows:
+            values = list(row.values()) if isinstance(row, dict) else list(row)
+            if not any(folds(v) for v in values[1:] if isinstance(v, str)):
+                continue
+            vector, count = cjk_row(*values[1:])
+            ids.append(int(values[0]))
+            vectors.append(vector)
+            counts.append(count)
+        if ids:
+            conn.execute(
+                f"UPDATE {table} t SET cjk = v.cjk::tsvector{set_tokens} "
+                "FROM unnest(%s::bigint[], %s::text[], %s::int[]) AS v(id, cjk, tokens) "
+                "WHERE t.id = v.id",
+                [ids, vectors, counts],
+            )
+            changed += len(ids)
+
+
+def _first_value(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
+
+
 # A tsvector holds at most 1 MB of lexemes and positions: a message whose words made a
 # bigger one (a tool's 3 MB output, a log of many distinct ids) failed its whole append
 # with "string is too long for tsvector". The word index reads a message's first

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from memstrata.query.cjk import has_cjk
 from memstrata.query.compile import CompiledQuery, Index, Node, Term
 from memstrata.query.filters import Filters, tool_call_pattern
+from memstrata.query.fold import fold
 from memstrata.store.backend import Candidate
 from memstrata.store.hits import term_needle, text_of
 from memstrata.store.rank import BOOLEAN_RANKED, CANDIDATES, COMMON_DF, fuse_evidence
@@ -508,8 +509,9 @@ def _newest_holding(
 
 
 def _searchable(content: Any, tool_name: str | None, tool_calls: str | None) -> str:
-    """The lowercased text a row is searched by: content, tool name, tool calls."""
-    return " ".join(x for x in (text_of(content), tool_name, tool_calls) if x).lower()
+    """The lowercased text a row is searched by: content, tool name, tool calls, folded
+    as the CJK index and the query are (memstrata.query.fold)."""
+    return fold(" ".join(x for x in (text_of(content), tool_name, tool_calls) if x)).lower()
 
 
 def _holds(text: str, needles: Sequence[str]) -> bool:
