@@ -207,6 +207,7 @@ def test_embedder_speed_reports_indexing_and_query_figures(tmp_path: Path) -> No
     assert rate > 0
 
 
+FOLD_MIGRATION = Path(__file__).resolve().parent.parent / "benchmarks" / "fold_migration.py"
 STATEMENT_TIMES = Path(__file__).resolve().parent.parent / "benchmarks" / "pg_statement_times.py"
 
 
@@ -230,3 +231,29 @@ def test_pg_statement_times_lists_each_class_and_its_statements(namespace: str) 
     lines = run.stdout.splitlines()
     assert lines[0].startswith("word: search p50 ")
     assert any("per search, mean" in line and "MATERIALIZED" in line for line in lines[1:])
+
+
+@pytest.mark.postgres
+def test_fold_migration_reports_both_backends_and_both_corpora(tmp_path: Path) -> None:
+    """benchmarks/fold_migration.py on a small store: the migration re-indexes no row of
+    the simplified corpus and every Chinese message of the traditional one, on both
+    backends, and the report says so beside its baseline."""
+    from conftest import PG_DSN
+
+    out = tmp_path / "fold.md"
+    run = subprocess.run(
+        [sys.executable, str(FOLD_MIGRATION), "--messages", "600", "--pg-dsn", PG_DSN,
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = [line.split(" | ") for line in out.read_text(encoding="utf-8").splitlines()]
+    table = [r for r in rows if r[0] in ("| SQLite", "| PostgreSQL")]
+    assert [(r[0], r[1]) for r in table] == [
+        ("| SQLite", "as generated (simplified)"),
+        ("| SQLite", "every Chinese message traditional"),
+        ("| PostgreSQL", "as generated (simplified)"),
+        ("| PostgreSQL", "every Chinese message traditional"),
+    ]
+    changed = [int(r[2].replace(",", "")) for r in table]
+    assert changed[0] == changed[2] and changed[1] == changed[3] > changed[0]
