@@ -167,13 +167,17 @@ def madial_query(turns: list[str]) -> str:
 
 
 def load_madial(
-    folder: Path, limit_questions: int | None, half: str | None = None
+    folder: Path,
+    limit_questions: int | None,
+    half: str | None = None,
+    memory_text: Callable[[str], str] = str,
 ) -> list[Conversation]:
     """Read a MADial-Bench folder (``*-memory.jsonl``, ``*-dialogue.jsonl``): each memory
     one session (dated by its ``time``, one message ``event scene emotion``), each test
     dialogue one question (the dialogue before its test turn), gold = ``relevant-id``.
     One conversation per user; ``half`` keeps the dialogues of even ("a") or odd ("b")
-    id (every memory stays in the store)."""
+    id (every memory stays in the store); ``memory_text`` rewrites each memory's text
+    (``--traditional-memories``)."""
     memories: dict[int, dict[str, Any]] = {}
     for path in sorted(folder.glob("*-memory.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -185,7 +189,7 @@ def load_madial(
         user = int(row.get("user-id", 0))
         conv = by_user.setdefault(user, Conversation(f"user-{user}", [], []))
         start = datetime.strptime(str(row["time"]), "%Y-%m-%d").timestamp()
-        text = f"{row['event']} {row['scene']} {row['emotion']}"
+        text = memory_text(f"{row['event']} {row['scene']} {row['emotion']}")
         conv.sessions.append((f"memory_{mem_id}", start, [("user", text)]))
     budget = limit_questions
     for path in sorted(folder.glob("*-dialogue.jsonl")):
@@ -772,6 +776,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure query expansion against a deterministic fake summary model",
     )
+    parser.add_argument(
+        "--traditional-memories",
+        action="store_true",
+        help="MADial: write each memory in traditional characters (OpenCC's phrase-aware "
+        "s2t; pip install opencc-python-reimplemented), the dialogues left in simplified: "
+        "a user whose memories were written in the other script",
+    )
     args = parser.parse_args(argv)
     if args.latency_messages:
         return latency(args)
@@ -794,12 +805,21 @@ def main(argv: list[str] | None = None) -> int:
         fake_server.start()
         fake_server.on(lambda body: True, fake_rewrite)
         client = OpenAIClient("fake-summary", base_url=fake_server.base_url, max_retries=0)
+    memory_text: Callable[[str], str] = str
+    if args.traditional_memories:
+        try:
+            from opencc import OpenCC  # benchmark-only: pip install opencc-python-reimplemented
+        except ImportError:
+            parser.error("--traditional-memories needs: pip install opencc-python-reimplemented")
+        memory_text = OpenCC("s2t").convert
     runs = []
     try:
         for path in args.paths:
             if path.is_dir():
-                convs = load_madial(path, args.limit_questions, args.half)
+                convs = load_madial(path, args.limit_questions, args.half, memory_text)
                 name = f"MADial-Bench zh (`{path.name}`)"
+                if args.traditional_memories:
+                    name += ", memories in traditional characters (OpenCC s2t)"
             else:
                 convs = load(path, args.limit_questions, args.half)
                 name = f"LoCoMo (`{path.name}`, category 5 excluded)"
