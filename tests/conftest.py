@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from memstrata.providers.facts.store import FactStore
 from memstrata.store.sqlite.store import SessionStore
 from memstrata.testing import FakeLLMServer
 
@@ -213,3 +214,28 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             pg_store.delete_namespace()
             if request.param == "pgvector":
                 vacuum_vectors(dsn)
+
+
+def facts_store_of(kind: str, folder: Path) -> Any:
+    if kind == "sqlite":
+        folder.mkdir(parents=True, exist_ok=True)
+        return FactStore(folder / "facts.db")
+    from memstrata.providers.facts.postgres import PostgresFactStore
+
+    if kind == "pgvector":
+        store = PostgresFactStore(pgvector_dsn(), namespace=fresh_namespace())
+        assert store._vectors.server, store._vectors.reason
+        return store
+    return PostgresFactStore(PG_DSN, namespace=fresh_namespace())
+
+
+def yield_facts(kind: str, folder: Path) -> Iterator[Any]:
+    """A facts store of ``kind`` (sqlite, postgres, pgvector) for a fixture to yield: a
+    file in ``folder``, or a fresh tenant whose rows are deleted afterwards."""
+    store = facts_store_of(kind, folder)
+    try:
+        yield store
+    finally:
+        if kind != "sqlite":
+            store.delete_namespace()
+        store.close()

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import PG_DSN, fresh_namespace
+from conftest import PG_DSN, yield_facts
 from memstrata.providers.facts.store import FactStore
 from memstrata.query.cjk import cjk_terms, unfolded_cjk_terms
 from memstrata.query.compile import compile_query
@@ -90,14 +90,7 @@ def test_full_width_and_ascii_find_each_other(store: Any) -> None:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "sqlite":
-        with FactStore(tmp_path / "facts.db") as store:
-            yield store
-        return
-    from memstrata.providers.facts.postgres import PostgresFactStore
-
-    with PostgresFactStore(PG_DSN, namespace=fresh_namespace()) as store:
-        yield store
+    yield from yield_facts(request.param, tmp_path)
 
 
 def test_facts_fold_too(facts: Any) -> None:

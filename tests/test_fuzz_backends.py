@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import yield_facts
 from helpers import report_inputs
 from memstrata.errors import InvalidMemoryArgument, ThreatDetectedError
 
@@ -91,9 +92,7 @@ def test_any_text_is_stored_and_searched_on_every_backend(store: Any, text: str)
 )
 def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """A facts store on each backend (as the facts contract suite opens them)."""
-    from test_facts_contract import _yield_store
-
-    yield from _yield_store(str(request.param), tmp_path / "facts")
+    yield from yield_facts(str(request.param), tmp_path / "facts")
 
 
 @_FUZZ
