@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall  # the recall benchmark's loaders, by path
 from memstrata.search.embedders import index_pending, named_embedder
 from memstrata.store.vectors import embed_queries
-from store import load_average, percentile, source_version
+from store import load_average, percentile, publish, source_version
 
 
 def indexing(embedder: Any, conv: recall.Conversation) -> float:
@@ -115,11 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             f"question {e5['short'][0] / mini['short'][0]:.2f}x the time, a dialogue "
             f"{e5['long'][0] / mini['long'][0]:.2f}x."
         )
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        args.out.write_text(report, encoding="utf-8")
-    return 0
+    return publish("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

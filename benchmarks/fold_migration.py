@@ -36,6 +36,7 @@ from memstrata.query.cjk import unfolded_cjk_terms
 from memstrata.query.zh_variants import SIMPLIFIED, TRADITIONAL
 from memstrata.store.sqlite import SessionStore
 from memstrata.store.sqlite import migrations as sqlite_migrations
+from store import load_average, publish, source_version
 
 # One traditional form per simplified character (the first the table lists).
 _TO_TRADITIONAL = str.maketrans(
@@ -157,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.messages:,} messages of `benchmarks/corpus.py` written as an earlier version "
         "wrote them (CJK index unfolded), then opened by this version, which re-indexes the "
         "rows folding changes. Baseline: the time the store took to write, in the same run "
-        f"(one `append_messages` per session). {platform.system()} {platform.machine()}, "
-        "one run each (a shared machine: read the ratio).",
+        f"(one `append_messages` per session). memstrata {source_version()}, "
+        f"{platform.system()} {platform.machine()}, load average {load_average()} after the "
+        "run; one run each (a shared machine: read the ratio).",
         "",
         "| backend | corpus | rows re-indexed | writing the store (s) "
         "| open with the migration (s) | open without (s) | migration / writing |",
@@ -170,11 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {backend} | {kind} | {changed:,} | {wrote:.1f} | {migrated:.2f} | {plain:.2f} | "
             f"{(migrated - plain) / wrote:.3f} |"
         )
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        args.out.write_text(report, encoding="utf-8")
-    return 0
+    return publish("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

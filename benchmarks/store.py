@@ -128,6 +128,15 @@ def table_bytes(db: Path) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def publish(report: str, out: Path | None) -> int:
+    """Print a benchmark's Markdown ``report`` and write it to ``out`` when given; the
+    script's exit status."""
+    print(report)
+    if out is not None:
+        out.write_text(report, encoding="utf-8")
+    return 0
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
