@@ -22,6 +22,7 @@ from memstrata.query.compile import compile_query
 from memstrata.query.fold import FOLDING, fold, folds
 from memstrata.store.sqlite import SessionStore
 from memstrata.store.sqlite import migrations as sqlite_migrations
+from memstrata.store.sqlite.migrations import CJK_FUNCTION, UNFOLDED_CJK_FUNCTION
 
 TRADITIONAL = "我們決定下週二把數據庫遷移到新的集群，先做備份。"
 SIMPLIFIED = "简体记录：数据库备份在周五完成。"
@@ -103,6 +104,19 @@ def test_facts_fold_too(facts: Any) -> None:
 # -- migrations: stores written before folding ----------------------------------------------
 
 
+def before_folding(conn: sqlite3.Connection, prefix: str) -> None:
+    """The CJK index triggers (names starting with ``prefix``) as an earlier version made
+    them: calling the function of the unfolded tokens."""
+    rows = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE ?",
+        (prefix + "%",),
+    ).fetchall()
+    assert len(rows) == 3
+    for name, sql in rows:
+        conn.execute(f"DROP TRIGGER {name}")
+        conn.execute(sql.replace(CJK_FUNCTION, UNFOLDED_CJK_FUNCTION))
+
+
 def test_sqlite_stores_written_before_folding_are_reindexed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +132,7 @@ def test_sqlite_stores_written_before_folding_are_reindexed(
     with sqlite3.connect(path) as conn:
         terms = conn.execute("SELECT count(*) FROM messages_fts_cjk WHERE terms MATCH '數據'")
         assert terms.fetchone()[0] == 1  # written unfolded
+        before_folding(conn, "messages_fts_cjk_")
         conn.execute("DELETE FROM _migrations WHERE name = 'm005_folded_cjk_index'")
     with SessionStore(path) as store:
         assert sessions(store, "数据库迁移")[:1] == ["tw"]
@@ -145,6 +160,7 @@ def test_sqlite_facts_written_before_folding_are_reindexed(
         with FactStore(path) as facts:
             fact = facts.add("記憶體不足導致服務重啟")
     with sqlite3.connect(path) as conn:
+        before_folding(conn, "facts_fts_cjk_")
         conn.execute("DELETE FROM _migrations WHERE name = 'm003_folded_cjk_index'")
     with FactStore(path) as facts:
         assert [f.id for f in facts.search("记忆体不足")] == [fact.id]
@@ -197,3 +213,24 @@ def test_postgres_rows_written_before_folding_are_refolded(monkeypatch: pytest.M
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as admin:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_a_process_of_an_earlier_version_cannot_write_unfolded_tokens(tmp_path: Path) -> None:
+    """After the migration the triggers call a function an earlier version does not
+    have: its write fails, and nothing is written, instead of indexing unfolded tokens
+    that a later delete (folded) could not take out of the contentless index."""
+    path = tmp_path / "state.db"
+    with SessionStore(path) as store:
+        seed(store)
+    conn = sqlite3.connect(path)
+    try:
+        # An earlier version's connection registers only the function it knows.
+        conn.create_function(UNFOLDED_CJK_FUNCTION, 3, unfolded_cjk_terms, deterministic=True)
+        with pytest.raises(sqlite3.OperationalError, match=f"no such function: {CJK_FUNCTION}"):
+            conn.execute(
+                "INSERT INTO messages(session_id, role, content, timestamp) "
+                "VALUES ('tw', 'user', '數據庫', 1.0)"
+            )
+        assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 4
+    finally:
+        conn.close()

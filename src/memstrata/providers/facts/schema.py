@@ -195,7 +195,9 @@ def m002_fact_vectors(conn: sqlite3.Connection) -> None:
 @_migration
 def m003_folded_cjk_index(conn: sqlite3.Connection) -> None:
     # Folded as the session store's CJK index (its m005, memstrata.query.fold).
-    refold_cjk_index(conn, "facts", FTS_TABLES["cjk"], INDEXED)
+    cjk = FTS_TABLES["cjk"]
+    triggers = {sql.split()[2]: sql for sql in _trigger_sql() if sql.split()[2].startswith(cjk)}
+    refold_cjk_index(conn, "facts", cjk, INDEXED, triggers)
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

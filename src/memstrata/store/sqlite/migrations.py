@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from memstrata.errors import SchemaError
 from memstrata.query.cjk import cjk_terms, unfolded_cjk_terms
@@ -24,7 +24,14 @@ MIGRATIONS: list[tuple[str, Migration]] = []
 # The indexed text of a message is its content, its tool name and its tool-call
 # arguments: agent systems hide much of their signal in tool arguments.
 INDEXED_COLUMNS = ("content", "tool_name", "tool_calls")
-CJK_FUNCTION = "memstrata_cjk_terms"
+# The SQL function the CJK index triggers call (memstrata.query.cjk.cjk_terms). Its name
+# stands for the tokens it returns: when they change, the name changes too, with a
+# migration that re-indexes the rows and re-creates the triggers. A process of an earlier
+# version still running then fails its writes ("no such function") instead of handing the
+# contentless index other tokens than it was given, which would corrupt it.
+CJK_FUNCTION = "memstrata_cjk_folded"
+# What the triggers called before m005: the tokens of the text as written.
+UNFOLDED_CJK_FUNCTION = "memstrata_cjk_terms"
 
 
 def migration(fn: Migration) -> Migration:
@@ -36,6 +43,8 @@ def migration(fn: Migration) -> Migration:
 def register_functions(conn: sqlite3.Connection) -> None:
     """Register the SQL functions the index triggers call; needed on every connection."""
     conn.create_function(CJK_FUNCTION, 3, cjk_terms, deterministic=True)
+    # For the triggers of a store m005 has not migrated yet (it replaces them).
+    conn.create_function(UNFOLDED_CJK_FUNCTION, 3, unfolded_cjk_terms, deterministic=True)
 
 
 @migration
@@ -345,14 +354,23 @@ def m004_query_expansions(conn: sqlite3.Connection) -> None:
 
 
 def refold_cjk_index(
-    conn: sqlite3.Connection, table: str, index: str, columns: Sequence[str]
+    conn: sqlite3.Connection,
+    table: str,
+    index: str,
+    columns: Sequence[str],
+    triggers: Mapping[str, str],
 ) -> int:
     """Re-index in the contentless CJK ``index`` the rows of ``table`` whose ``columns``
-    (the three memstrata_cjk_terms reads) folding changes: each is deleted with the
-    tokens it was inserted with (unfolded) and inserted with the folded ones. Other
-    rows' tokens are the same either way. Returns the rows re-indexed.
+    (the three the CJK function reads) folding changes: each is deleted with the tokens
+    it was inserted with (unfolded) and inserted with the folded ones. Other rows' tokens
+    are the same either way. The index's ``triggers`` (name -> CREATE statement, calling
+    CJK_FUNCTION) replace those of the same names. Returns the rows re-indexed.
 
-    A scan of every row in Python (about a second per 100,000 short messages), once."""
+    A scan of every row in Python, once (0.6 s at 100,000 messages of the benchmark
+    corpus, ``benchmarks/fold_migration.py``)."""
+    for name, create in triggers.items():
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        conn.execute(create)
     cols = ", ".join(columns)
     changed = 0
     last = 0
@@ -383,4 +401,5 @@ def refold_cjk_index(
 def m005_folded_cjk_index(conn: sqlite3.Connection) -> None:
     # The CJK index holds folded text (memstrata.query.fold): traditional characters
     # simplified, full-width letters and digits in ASCII, as every query is now folded.
-    refold_cjk_index(conn, "messages", CJK_TABLE, INDEXED_COLUMNS)
+    cjk_triggers = {n: sql for n, sql in index_trigger_sql().items() if n.startswith(CJK_TABLE)}
+    refold_cjk_index(conn, "messages", CJK_TABLE, INDEXED_COLUMNS, cjk_triggers)
