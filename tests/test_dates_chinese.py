@@ -37,6 +37,23 @@ def ts(year: int, month: int, day: int, hour: int = 12) -> float:
         ("上个月的账单", ts(2026, 11, 15), ts(2026, 10, 15)),
         ("元旦晚会", ts(2024, 1, 1), ts(2024, 1, 4)),
         ("五月份的事", ts(2022, 5, 15), ts(2022, 6, 15)),
+        ("大前天说了什么", ts(2026, 12, 1), ts(2026, 12, 3)),
+        ("上周末去哪了", ts(2026, 11, 28), ts(2026, 12, 5)),
+        ("上个周末", ts(2026, 11, 29), ts(2026, 11, 25)),
+        ("三天前的bug", ts(2026, 12, 1), ts(2026, 11, 27)),
+        ("10天前", ts(2026, 11, 24), ts(2026, 11, 30)),
+        ("两个星期前的会议", ts(2026, 11, 20), ts(2026, 12, 1)),
+        ("一周前", ts(2026, 11, 27), ts(2026, 11, 15)),
+        ("半个月前", ts(2026, 11, 19), ts(2026, 12, 2)),
+        ("3个月前", ts(2026, 9, 15), ts(2026, 3, 15)),  # a count back, not March
+        ("两年前的旅行", ts(2024, 6, 1), ts(2025, 6, 1)),
+        ("二〇二三年五月", ts(2023, 5, 20), ts(2024, 5, 20)),
+        ("二零二四年三月五日", ts(2024, 3, 5), ts(2024, 3, 9)),
+        # Traditional characters and full-width digits read as simplified and ASCII.
+        ("上週二開會說了什麼？", ts(2026, 11, 24), ts(2026, 12, 1)),
+        ("去年聖誕節", ts(2025, 12, 25), ts(2024, 12, 25)),
+        ("２０２３年５月２日", ts(2023, 5, 2), ts(2023, 5, 6)),
+        ("５月２号", ts(2021, 5, 2), ts(2021, 5, 6)),
     ],
 )
 def test_each_chinese_form(question: str, inside: float, outside: float) -> None:
@@ -49,7 +66,9 @@ def test_each_chinese_form(question: str, inside: float, outside: float) -> None
 
 
 def test_non_dates_and_counts_are_left_alone() -> None:
-    assert find_dates("3个月前", now=NOW) == []  # a count of months, not a month
+    assert find_dates("3个月", now=NOW) == []  # a count of months, not a month
+    assert find_dates("半天前", now=NOW) == []  # too short to be a window
+    assert find_dates("0天前", now=NOW) == []
     assert find_dates("2月30日", now=NOW) == []  # no such day
     assert find_dates("13月", now=NOW) == []
     assert find_dates("我们讨论数据库迁移", now=NOW) == []
@@ -119,3 +138,20 @@ def test_search_reads_relative_chinese_dates(store: Any) -> None:
     _seed(store, tuesday.timestamp())
     assert _first(store, "上周二我收到了什么礼物？") == "then"
     assert _first(store, "上周二我收到了什么礼物？", dates=False) == "other"
+
+
+def test_search_reads_a_count_back_and_traditional_dates(store: Any) -> None:
+    """三天前 is the day three days before the question; 上週二 (traditional) is 上周二."""
+    today = datetime.now().replace(hour=12, minute=0, second=0, microsecond=0)
+    _seed(store, (today - timedelta(days=3)).timestamp())
+    assert _first(store, "三天前我收到了什么礼物？") == "then"
+    assert _first(store, "三天前我收到了什么礼物？", dates=False) == "other"
+
+
+def test_a_window_keeps_the_words_as_written() -> None:
+    """Read folded, a date keeps the question's own characters, so it is taken out of
+    (or kept in) the question as written."""
+    (window,) = find_dates("２０２３年５月２日我们讨论了什么", now=NOW)
+    assert window.text == "２０２３年５月２日"
+    (window,) = find_dates("上週二開會", now=NOW)
+    assert window.text == "上週二"

@@ -18,10 +18,12 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from memstrata.query.date_window import DAY_MARGIN, DateWindow, widened
 from memstrata.query.dates_zh import chinese_dates
+from memstrata.query.fold import fold
 
 __all__ = [
     "DAY_MARGIN",
@@ -117,21 +119,26 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     August 15 2023``; in Chinese also a day or month of no year (``5月2日``, ``5月2号``,
     ``五月``), fixed-date holidays (``圣诞节``, ``元旦``, ``国庆节``…), and dates relative to
     ``now`` (default: the local time): ``去年圣诞节``, ``今年5月``, ``上周二``, ``这周五``,
-    ``昨天``, ``前天``, ``上个月``, ``去年``. English relative dates ("last week") are left
-    to the keyword search.
+    ``昨天``, ``前天``, ``上个月``, ``去年``, ``三天前``, ``上周末``; traditional characters and
+    full-width digits as well (``上週二``, ``２０２３年５月``). English relative dates
+    ("last week") are left to the keyword search.
     """
     found: list[DateWindow] = []
     taken: list[tuple[int, int]] = []
-    for named, start, end in chinese_dates(text, now or datetime.now()):
-        found.append(named)
+    # Read in the folded text (memstrata.query.fold: ２０２３年５月 is 2023年5月, 上週二
+    # 上周二), each window keeping the words as written (the same places: folding keeps
+    # every position), which strip_dates takes out of the question.
+    folded = fold(text)
+    for named, start, end in chinese_dates(folded, now or datetime.now()):
+        found.append(replace(named, text=text[start:end]))
         taken.append((start, end))
     for kind, pattern in _FORMS:
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(folded):
             if any(match.start() < end and start < match.end() for start, end in taken):
                 continue
             window = _window(kind, match)
             if window is not None:
-                found.append(window)
+                found.append(replace(window, text=text[match.start() : match.end()]))
                 taken.append((match.start(), match.end()))
     order = {w.text: text.find(w.text) for w in found}
     return sorted(found, key=lambda w: order[w.text])

@@ -8,8 +8,10 @@ the store covers; a relative date is read against ``now`` (the moment the questi
 asked). Every Chinese form stays in the keyword query as well (``literal``): messages
 quote such dates in the same words (``我们决定下周二迁移``).
 
-Lunar holidays (春节, 中秋) move with the lunar calendar and are left to the keyword
-search.
+Also ``大前天``, a weekend (``上周末``), a count back from today (``三天前``,
+``两个星期前``, ``半个月前``, ``三个月前``) and a year written in numerals
+(``二〇二三年五月``). Lunar holidays (春节, 中秋) move with the lunar calendar and are left
+to the keyword search.
 """
 
 from __future__ import annotations
@@ -61,11 +63,23 @@ _REL_YEAR = "(?P<rel>" + "|".join(_YEARS) + ")"
 _HOLIDAY = "(?P<h>" + "|".join(sorted(HOLIDAYS, key=len, reverse=True)) + ")"
 _WEEKS = {"上上": -2, "上": -1, "这": 0, "本": 0, "下": 1}
 _WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
-_DAYS = {"前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0}
+# 大前天 before 前天: the alternation tries them in this order at each position.
+_DAYS = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0}
 _MONTHS_REL = {"上个月": -1, "上月": -1, "这个月": 0, "本月": 0, "下个月": 1, "下月": 1}
+
+# A count of days, weeks, months or years (三天前, 两个星期前, 10个月前); 半 a half.
+_COUNT = r"(?:\d{1,3}|[一二两三四五六七八九十百]{1,4}|半)"
+_AGO_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week"}
+# A year in numerals, one digit each (二〇二三年, 二零二四年).
+_NUM_YEAR = "(?P<y>[〇零一二三四五六七八九]{4})年"
 
 # Longest forms first; a match claims its span.
 _FORMS: list[tuple[str, re.Pattern[str]]] = [
+    ("num_day", re.compile(_NUM_YEAR + f"(?P<m>{_NUM})月(?P<d>{_NUM})[日号]")),
+    ("num_month", re.compile(_NUM_YEAR + f"(?P<m>{_NUM})月(?!份?[\\d一二三四五六七八九十])")),
+    ("num_year", re.compile(_NUM_YEAR)),
+    ("ago", re.compile(f"(?P<n>{_COUNT})(?P<u>天|日|周|个?星期|个?礼拜|个月|年)(?:以|之)?前")),
+    ("weekend", re.compile("(?P<w>上上|上|这|本|下)(?:个)?(?:周末|礼拜末)")),
     ("rel_day", re.compile(_REL_YEAR + f"(?P<m>{_NUM})月(?P<d>{_NUM})[日号]")),
     ("rel_month", re.compile(_REL_YEAR + f"(?P<m>{_NUM})月(?!份?[\\d一二三四五六七八九十])")),
     ("rel_holiday", re.compile(_REL_YEAR + "的?" + _HOLIDAY)),
@@ -115,8 +129,23 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
     groups = match.groupdict()
     year = now.year + _YEARS[groups["rel"]] if groups.get("rel") else None
     month = chinese_number(groups["m"]) if groups.get("m") else None
-    day = chinese_number(groups["d"]) if kind in ("rel_day", "day") else None
+    day = chinese_number(groups["d"]) if kind in ("rel_day", "day", "num_day") else None
+    if groups.get("y"):
+        year = int("".join(str(_DIGITS[c]) for c in groups["y"]))
     try:
+        if kind == "num_day":
+            assert year is not None and month is not None and day is not None
+            return _day(text, datetime(year, month, day))
+        if kind == "num_month":
+            assert year is not None and month is not None
+            return _month(text, year, month)
+        if kind == "num_year":
+            assert year is not None
+            return DateWindow(
+                text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
+            )
+        if kind == "ago":
+            return _ago(text, groups["n"], groups["u"], now)
         if kind == "rel_day":
             assert year is not None and month is not None and day is not None
             return _day(text, datetime(year, month, day))
@@ -150,11 +179,47 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
             return _month(text, index // 12, index % 12 + 1)
         monday = datetime(now.year, now.month, now.day) - timedelta(days=now.weekday())
         monday += timedelta(weeks=_WEEKS[groups["w"]])
+        if kind == "weekend":
+            saturday = monday + timedelta(days=5)
+            return DateWindow(text, *widened(saturday, saturday + timedelta(days=2)), literal=True)
         if kind == "weekday":
             return _day(text, monday + timedelta(days=_WEEKDAY[groups["d"]]))
         return DateWindow(text, *widened(monday, monday + timedelta(days=7)), literal=True)
     except (ValueError, TypeError):  # 2月30日, 13月: not a date, the words stay keywords
         return None
+
+
+def _ago(text: str, count: str, unit: str, now: datetime) -> DateWindow | None:
+    """``三天前``, ``两个星期前``, ``半个月前``, ``三个月前``, ``两年前``: a day is that day; a
+    week or half a month the week around the day it counts back to (a count of weeks is
+    not said to the day); a month that calendar month; a year that calendar year."""
+    half = count == "半"
+    n = 0 if half else chinese_number(count)
+    if n is None or (n == 0 and not half):
+        return None
+    today = datetime(now.year, now.month, now.day)
+    unit = unit.removeprefix("个")
+    if unit in _AGO_UNITS and not half:
+        if _AGO_UNITS[unit] == "day":
+            return _day(text, today - timedelta(days=n))
+        middle = today - timedelta(weeks=n)
+    elif unit == "月" and half:
+        middle = today - timedelta(days=15)
+    elif unit == "月":
+        index = now.year * 12 + now.month - 1 - n
+        return _month(text, index // 12, index % 12 + 1)
+    elif unit == "年" and half:
+        index = now.year * 12 + now.month - 1 - 6
+        return _month(text, index // 12, index % 12 + 1)
+    elif unit == "年":
+        year = now.year - n
+        return DateWindow(
+            text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
+        )
+    else:
+        return None  # 半天前, 半周前: too short or too vague to be a window
+    start = middle - timedelta(days=3)
+    return DateWindow(text, *widened(start, start + timedelta(days=7)), literal=True)
 
 
 def chinese_dates(text: str, now: datetime) -> Iterator[tuple[DateWindow, int, int]]:
