@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg-dsn", help="also measure PostgreSQL (a schema is made and dropped)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    version = source_version()  # the code measured, before the run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for traditional in (False, True):
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.messages:,} messages of `benchmarks/corpus.py` written as an earlier version "
         "wrote them (CJK index unfolded), then opened by this version, which re-indexes the "
         "rows folding changes. Baseline: the time the store took to write, in the same run "
-        f"(one `append_messages` per session). memstrata {source_version()}, "
+        f"(one `append_messages` per session). memstrata {version}, "
         f"{platform.system()} {platform.machine()}, load average {load_average()} after the "
         "run; one run each (a shared machine: read the ratio).",
         "",
