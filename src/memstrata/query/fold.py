@@ -40,7 +40,9 @@ FOLDING = "".join(chr(c) for c in sorted(_TABLE))
 def fold(text: str) -> str:
     """``text`` with traditional characters simplified and full-width letters and digits
     in ASCII; every other character as it is."""
-    return text.translate(_TABLE)
+    # Most text an agent stores is ASCII, which nothing folds: checked in one C pass, it
+    # skips the per-character table lookups of translate (3 us of every message indexed).
+    return text if text.isascii() else text.translate(_TABLE)
 
 
 def folds(text: str | None) -> bool:
