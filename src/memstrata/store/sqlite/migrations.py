@@ -366,7 +366,7 @@ def refold_cjk_index(
     are the same either way. The index's ``triggers`` (name -> CREATE statement, calling
     CJK_FUNCTION) replace those of the same names. Returns the rows re-indexed.
 
-    A scan of every row in Python, once (0.6 s at 100,000 messages of the benchmark
+    A scan of every row in Python, once (0.7 s at 100,000 messages of the benchmark
     corpus, ``benchmarks/fold_migration.py``)."""
     for name, create in triggers.items():
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
