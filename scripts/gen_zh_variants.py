@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from memstrata.query.cjk import CJK_RUN  # noqa: E402
+from memstrata.query.cjk import CJK_RUN
 
 OUT = Path(__file__).resolve().parent.parent / "src" / "memstrata" / "query" / "zh_variants.py"
 

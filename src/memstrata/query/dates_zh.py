@@ -124,6 +124,10 @@ def _month(text: str, year: int, month: int) -> DateWindow:
     return DateWindow(text, *widened(first, last), literal=True)
 
 
+def _year(text: str, year: int) -> DateWindow:
+    return DateWindow(text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True)
+
+
 def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
     text = match.group(0)
     groups = match.groupdict()
@@ -133,25 +137,18 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
     if groups.get("y"):
         year = int("".join(str(_DIGITS[c]) for c in groups["y"]))
     try:
-        if kind == "num_day":
-            assert year is not None and month is not None and day is not None
-            return _day(text, datetime(year, month, day))
-        if kind == "num_month":
-            assert year is not None and month is not None
-            return _month(text, year, month)
-        if kind == "num_year":
-            assert year is not None
-            return DateWindow(
-                text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
-            )
         if kind == "ago":
             return _ago(text, groups["n"], groups["u"], now)
-        if kind == "rel_day":
+        # A year named relative to now (去年) or written in numerals (二〇二三年).
+        if kind in ("rel_day", "num_day"):
             assert year is not None and month is not None and day is not None
             return _day(text, datetime(year, month, day))
-        if kind == "rel_month":
+        if kind in ("rel_month", "num_month"):
             assert year is not None and month is not None
             return _month(text, year, month)
+        if kind in ("rel_year", "num_year"):
+            assert year is not None
+            return _year(text, year)
         if kind == "rel_holiday":
             assert year is not None
             return _day(text, datetime(year, *HOLIDAYS[groups["h"]]))
@@ -167,11 +164,6 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
             if month is None or not 1 <= month <= 12:
                 return None
             return DateWindow(text, month=month, literal=True)
-        if kind == "rel_year":
-            assert year is not None
-            return DateWindow(
-                text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
-            )
         if kind == "rel_days":
             return _day(text, now + timedelta(days=_DAYS[text]))
         if kind == "rel_month_word":
@@ -212,10 +204,7 @@ def _ago(text: str, count: str, unit: str, now: datetime) -> DateWindow | None:
         index = now.year * 12 + now.month - 1 - 6
         return _month(text, index // 12, index % 12 + 1)
     elif unit == "年":
-        year = now.year - n
-        return DateWindow(
-            text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True
-        )
+        return _year(text, now.year - n)
     else:
         return None  # 半天前, 半周前: too short or too vague to be a window
     start = middle - timedelta(days=3)
