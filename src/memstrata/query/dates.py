@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from memstrata.query.date_window import DAY_MARGIN, DateWindow, widened
+from memstrata.query.dates_relative import relative_dates
 from memstrata.query.dates_zh import chinese_dates
 from memstrata.query.fold import fold
 
@@ -120,8 +121,8 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     ``五月``), fixed-date holidays (``圣诞节``, ``元旦``, ``国庆节``…), and dates relative to
     ``now`` (default: the local time): ``去年圣诞节``, ``今年5月``, ``上周二``, ``这周五``,
     ``昨天``, ``前天``, ``上个月``, ``去年``, ``三天前``, ``上周末``; traditional characters and
-    full-width digits as well (``上週二``, ``２０２３年５月``). English relative dates
-    ("last week") are left to the keyword search.
+    full-width digits as well (``上週二``, ``２０２３年５月``); and the English ones
+    (:mod:`memstrata.query.dates_relative`: ``yesterday``, ``last week``, ``3 days ago``).
     """
     found: list[DateWindow] = []
     taken: list[tuple[int, int]] = []
@@ -129,9 +130,14 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     # 上周二), each window keeping the words as written (the same places: folding keeps
     # every position), which strip_dates takes out of the question.
     folded = fold(text)
-    for named, start, end in chinese_dates(folded, now or datetime.now()):
+    moment = now or datetime.now()
+    for named, start, end in chinese_dates(folded, moment):
         found.append(replace(named, text=text[start:end]))
         taken.append((start, end))
+    for named, start, end in relative_dates(folded, moment):
+        if not any(start < stop and first < end for first, stop in taken):
+            found.append(replace(named, text=text[start:end]))
+            taken.append((start, end))
     for kind, pattern in _FORMS:
         for match in pattern.finditer(folded):
             if any(match.start() < end and start < match.end() for start, end in taken):
@@ -185,11 +191,12 @@ def day_spans(month: int, day: int, first: float, last: float) -> list[tuple[flo
     return spans
 
 
-def strip_dates(text: str, windows: list[DateWindow]) -> str:
+def strip_dates(text: str, windows: list[DateWindow], *, every: bool = False) -> str:
     """``text`` without the worded date expressions of ``windows`` (each replaced by a
-    space); dates written in digits stay (see ``DateWindow.literal``)."""
+    space); dates written in digits and the others marked ``literal`` stay, unless
+    ``every`` (what a question says besides its dates)."""
     for window in windows:
-        if not window.literal:
+        if every or not window.literal:
             text = text.replace(window.text, " ")
     return text
 

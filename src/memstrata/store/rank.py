@@ -117,7 +117,12 @@ def dated_query(
     if not windows:
         return compiled, [], False
     stripped = compile_query(strip_dates(query, windows))
-    if stripped.is_empty or (stripped.stopwords_only and is_question(query)):
+    # What the question says besides its dates, the literal ones too ("yesterday" stays
+    # a keyword, but "what did we do yesterday?" still asks about the day alone).
+    bare = stripped
+    if any(w.literal for w in windows):
+        bare = compile_query(strip_dates(query, windows, every=True))
+    if bare.is_empty or (bare.stopwords_only and is_question(query)):
         # "What did we do in July 2023?" asks about the date alone; "in July 2023" still
         # searches its words.
         return compiled, windows, True
