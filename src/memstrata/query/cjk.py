@@ -48,10 +48,11 @@ def cjk_terms(*parts: str | None) -> str | None:
     simplified, full-width letters and digits in ASCII), and a chunk of full-width letters
     or digits is indexed here too, folded, so that ``API`` finds ``ＡＰＩ``.
 
-    Registered on every connection as the deterministic SQL function
-    ``memstrata_cjk_terms`` that the index triggers call; it must never change output
+    Registered on every SQLite connection as the deterministic SQL function the index
+    triggers call (``memstrata_cjk_folded``, see
+    :data:`memstrata.store.sqlite.migrations.CJK_FUNCTION`); it must never change output
     for the same input, or deleting a row would corrupt the contentless index (a change
-    ships with a migration that re-indexes the rows it changes).
+    ships under a new name, with a migration that re-indexes the rows it changes).
     """
     return _terms(parts, folded=True)
 

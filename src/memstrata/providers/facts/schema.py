@@ -42,7 +42,7 @@ FACTS_MIGRATIONS: list[tuple[str, Migration]] = []
 
 CATEGORIES: Final = ("identity", "preference", "episodic", "note")
 STATUSES: Final = ("live", "superseded", "deleted")
-# Columns the word and trigram indexes hold; memstrata_cjk_terms takes exactly three.
+# Columns the word and trigram indexes hold; the CJK function takes exactly three.
 INDEXED: Final = ("content", "key", "value")
 FTS_TABLES: Final[dict[Index, str]] = {
     "word": "facts_fts",

@@ -149,7 +149,7 @@ FTS_TABLES: dict[str, str] = {
         "content, tool_name, tool_calls, content='messages', content_rowid='id', "
         "tokenize='trigram', detail='none')"
     ),
-    # CJK bigram index, contentless: its text is derived by memstrata_cjk_terms, a
+    # CJK bigram index, contentless: its text is derived by CJK_FUNCTION, a
     # deterministic function, so a delete can hand back exactly the inserted tokens.
     # Rows without CJK are never inserted (nor deleted), keeping its statistics exact.
     "messages_fts_cjk": (
