@@ -151,7 +151,8 @@ FTS_TABLES: dict[str, str] = {
     ),
     # CJK bigram index, contentless: its text is derived by CJK_FUNCTION, a
     # deterministic function, so a delete can hand back exactly the inserted tokens.
-    # Rows without CJK are never inserted (nor deleted), keeping its statistics exact.
+    # Rows without CJK (nor full-width letters or digits) are never inserted (nor
+    # deleted), keeping its statistics exact.
     "messages_fts_cjk": (
         "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_cjk USING fts5("
         "terms, content='', tokenize='unicode61 remove_diacritics 0')"
