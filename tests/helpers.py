@@ -304,3 +304,10 @@ def tokens_sql(vector: str) -> str:
     ``vector``, counted from its text form: an independent check of the lengths the store
     writes with each row and of its ``memstrata_tokens`` function."""
     return f"length({vector}) + length({vector}::text) - length(replace({vector}::text, ',', ''))"
+
+
+def local_ts(year: int, month: int, day: int, hour: int = 12) -> float:
+    """Unix seconds of a local time (noon by default), as the date tests name days."""
+    from datetime import datetime
+
+    return datetime(year, month, day, hour).timestamp()

@@ -10,15 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import local_ts as ts
 from memstrata.query.dates import find_dates, spans_of
 from memstrata.query.dates_zh import chinese_number
 
 # A Friday.
 NOW = datetime(2026, 12, 4, 15, 0)
-
-
-def ts(year: int, month: int, day: int, hour: int = 12) -> float:
-    return datetime(year, month, day, hour).timestamp()
 
 
 @pytest.mark.parametrize(

@@ -8,15 +8,12 @@ from typing import Any
 
 import pytest
 
+from helpers import local_ts as ts
 from memstrata.query.dates import find_dates
 from memstrata.store.rank import dated_query
 
 # A Monday.
 NOW = datetime(2026, 12, 7, 15, 0)
-
-
-def ts(year: int, month: int, day: int, hour: int = 12) -> float:
-    return datetime(year, month, day, hour).timestamp()
 
 
 @pytest.mark.parametrize(

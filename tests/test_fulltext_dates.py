@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from helpers import local_ts as ts
 from memstrata.errors import SessionStoreError
 from memstrata.query.dates import find_dates, strip_dates
 from memstrata.store.base import search_messages, search_sessions
 from memstrata.store.sqlite.store import SessionStore
-
-
-def ts(year: int, month: int, day: int, hour: int = 12) -> float:
-    return datetime(year, month, day, hour).timestamp()
 
 
 @pytest.mark.parametrize(
