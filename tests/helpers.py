@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,4 @@ def tokens_sql(vector: str) -> str:
 
 def local_ts(year: int, month: int, day: int, hour: int = 12) -> float:
     """Unix seconds of a local time (noon by default), as the date tests name days."""
-    from datetime import datetime
-
     return datetime(year, month, day, hour).timestamp()
