@@ -13,6 +13,7 @@ from memstrata.prompt.fencing import (
     CLOSE_TAG,
     HERMES_SYSTEM_NOTE,
     OPEN_TAG,
+    PASSES,
     SYSTEM_NOTE,
     StreamingContextScrubber,
     build_memory_context_block,
@@ -28,8 +29,18 @@ def _ascii_lower(text: str) -> str:
 
 
 def reference_sanitize(text: str) -> str:
-    """The grammar spelled out naively: an unbounded output stack, one character at a time,
-    after look-alike tags are rewritten to the exact ones."""
+    """The grammar spelled out naively: one pass at a time (look-alike tags rewritten to
+    the exact ones, then an unbounded output stack, one character at a time), again on
+    what a pass left until a pass changes nothing, at most PASSES times."""
+    for _ in range(PASSES):
+        cleaned = _reference_pass(text)
+        if cleaned == text:
+            break
+        text = cleaned
+    return text
+
+
+def _reference_pass(text: str) -> str:
     text = canonical_fences(text)
     stack: list[str] = []
     lowered_stack: list[str] = []
@@ -144,6 +155,26 @@ def test_a_built_block_vanishes_wherever_it_is_placed(
     assume(not probe.inside_fence)
     block = build_memory_context_block(recalled)
     assert sanitize_context(before + block + after) == sanitize_context(before + after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("<memory- ", "context>"),  # a look-alike open tag joined around a block
+        ("</memory- ", "context>"),  # a look-alike close tag
+        ("</memory- </memory- ", "context>context>"),  # one join inside another
+        ("<MEMORY- \u200b", "Context >"),  # case, a zero-width space and a space
+    ],
+)
+def test_text_joined_around_a_removed_span_is_read_again(before: str, after: str) -> None:
+    """A look-alike tag that forms only once a fence between its halves is gone is
+    removed too, by sanitize_context and by the streaming scrubber alike, and the result
+    is stable."""
+    text = before + build_memory_context_block("recalled fact") + after
+    cleaned = sanitize_context(text)
+    assert cleaned == sanitize_context(before + after) == ""
+    assert canonical_fences(cleaned) == cleaned and sanitize_context(cleaned) == cleaned
+    assert _stream(list(text)) == cleaned == _stream([text])
 
 
 def test_block_shape() -> None:

@@ -24,11 +24,14 @@ or other look-alike brackets and letters, U+2010/U+2011 or other dashes, and zer
 other ignorable characters anywhere inside. It uses the threat scanner's normalisation,
 so what the scanner refuses at write time and what the scrubber removes are the same set.
 
-Because removal happens on the output stack, text around a removed span can never join
-into a new tag (``<memory-`` + fence + ``context>`` is itself a fence), so the result never
-contains a pattern and sanitising twice changes nothing. The streaming scrubber runs
-the same machine and holds back only the characters that a later chunk could still turn
-into part of a pattern; whatever the chunking, its output equals :func:`sanitize_context`.
+Because removal happens on the output stack, text around a removed span cannot join into
+a new exact tag unseen (``<memory-`` + fence + ``context>`` is itself a fence). It can join
+into a look-alike (``<memory- `` + fence + ``context>``), rewritten only before the pass:
+so the grammar is applied again to what a pass left, until a pass changes nothing, at most
+:data:`PASSES` times. The result then contains no pattern and sanitising it again changes
+nothing. The streaming scrubber chains as many passes of the same machine, each holding back
+only the characters that later text could still turn into part of a pattern; whatever the
+chunking, its output equals :func:`sanitize_context`.
 """
 
 from __future__ import annotations
@@ -131,21 +134,9 @@ def _safe_cut_from(data: str, floor: int) -> int:
 _States = dict[tuple[int, int], int]
 
 
-class StreamingContextScrubber:
-    """Remove memory-context fences from streamed text, chunk by chunk.
-
-    ``feed(chunk)`` returns the text that is safe to show now; ``flush()`` returns the
-    rest at the end of the stream and makes the scrubber ready for the next one. For any
-    text and any split into chunks, the joined outputs equal ``sanitize_context(text)``.
-    Call :meth:`reset` at the start of every turn to drop a half-seen stream.
-
-    Example::
-
-        scrubber = StreamingContextScrubber()
-        shown = [scrubber.feed(delta) for delta in ("Hi <memory-con", "text>x</memory-context>!")]
-        shown.append(scrubber.flush())
-        assert "".join(shown) == "Hi !"
-    """
+class _Pass:
+    """One application of the grammar to streamed text: the output-stack machine behind
+    :class:`StreamingContextScrubber`, which chains :data:`PASSES` of them."""
 
     def __init__(self) -> None:
         self.reset()
@@ -275,6 +266,69 @@ class StreamingContextScrubber:
         return released
 
 
+# How many times the grammar is applied. Look-alike tags are rewritten before a pass
+# removes anything, so the text on either side of a removed span can join into a new
+# look-alike (``<memory- `` + fence + ``context>``), which only the next pass sees. Each
+# pass that changes the text removes something; a pass that changes nothing ends the work.
+# Joins nested deeper than this (built on purpose, one inside the other) could leave one
+# look-alike; they take PASSES look-alike halves around one another.
+PASSES: Final = 8
+
+
+class StreamingContextScrubber:
+    """Remove memory-context fences from streamed text, chunk by chunk.
+
+    ``feed(chunk)`` returns the text that is safe to show now; ``flush()`` returns the
+    rest at the end of the stream and makes the scrubber ready for the next one. For any
+    text and any split into chunks, the joined outputs equal ``sanitize_context(text)``.
+    Call :meth:`reset` at the start of every turn to drop a half-seen stream.
+
+    Example::
+
+        scrubber = StreamingContextScrubber()
+        shown = [scrubber.feed(delta) for delta in ("Hi <memory-con", "text>x</memory-context>!")]
+        shown.append(scrubber.flush())
+        assert "".join(shown) == "Hi !"
+    """
+
+    def __init__(self) -> None:
+        # Each pass reads what the one before it let through (see PASSES).
+        self._passes = [_Pass() for _ in range(PASSES)]
+
+    def reset(self) -> None:
+        """Forget everything held back, without emitting it."""
+        for one in self._passes:
+            one.reset()
+
+    @property
+    def inside_fence(self) -> bool:
+        """True while an open fence has not been closed yet."""
+        return any(one.inside_fence for one in self._passes)
+
+    def feed(self, chunk: str) -> str:
+        """Consume ``chunk``; return the text that can no longer turn into a fence."""
+        for one in self._passes:
+            chunk = one.feed(chunk)
+        return chunk
+
+    def flush(self) -> str:
+        """End the stream: return the held text (an unclosed fence is dropped) and reset."""
+        rest = ""
+        for one in self._passes:
+            rest = one.feed(rest) + one.flush()
+        return rest
+
+
+def _sanitize_once(text: str) -> str:
+    low = _lower(text)
+    # The first removal is always of a pattern present in the input as typed, so text
+    # holding none of them comes back unchanged without running the machine.
+    if not any(pattern in low for pattern in _PATTERNS):
+        return text
+    one = _Pass()
+    return one.feed(text) + one.flush()
+
+
 def sanitize_context(text: str) -> str:
     """Remove memory-context fences, system notes and stray fence tags from ``text``.
 
@@ -285,13 +339,12 @@ def sanitize_context(text: str) -> str:
     before it is stored or shown.
     """
     text = canonical_fences(text)
-    low = _lower(text)
-    # The first removal is always of a pattern present in the input as typed, so text
-    # holding none of them comes back unchanged without running the machine.
-    if not any(pattern in low for pattern in _PATTERNS):
-        return text
-    scrubber = StreamingContextScrubber()
-    return scrubber.feed(text) + scrubber.flush()
+    for _ in range(PASSES):
+        cleaned = _sanitize_once(text)
+        if cleaned == text:
+            break
+        text = canonical_fences(cleaned)
+    return text
 
 
 def build_memory_context_block(raw: str) -> str:
