@@ -78,6 +78,9 @@ _PATTERNS: Final[tuple[str, ...]] = (_OPEN, _CLOSE, _lower(SYSTEM_NOTE), _lower(
 # Every pattern starts with one of these; text without them passes straight through.
 _STARTS: Final = frozenset(p[0] for p in _PATTERNS)
 _OPEN_INDEX: Final = 0
+# Characters without which a chunk can neither start a tag (a look-alike bracket) nor a
+# pattern: a pass with nothing pending lets such a chunk through unread.
+_TRIGGERS: Final = frozenset(OPEN_BRACKETS) | _STARTS
 # First character -> indexes of the patterns that start with it.
 _STARTERS: Final[dict[str, tuple[int, ...]]] = {
     first: tuple(i for i, p in enumerate(_PATTERNS) if p[0] == first) for first in _STARTS
@@ -155,6 +158,11 @@ class _Pass:
 
     def feed(self, chunk: str) -> str:
         """Consume ``chunk``; return the text that can no longer turn into a fence."""
+        if not (self._raw or self._held or self._inside) and not any(c in chunk for c in _TRIGGERS):
+            # Nothing pending and nothing that could start a tag or a note: what the
+            # steps below would return, at the cost of a few scans (most chunks, and in
+            # every pass but the first nearly all of them).
+            return chunk
         data = self._raw + chunk
         cut = _safe_cut(data)
         self._raw = data[cut:]
@@ -271,8 +279,10 @@ class _Pass:
 # look-alike (``<memory- `` + fence + ``context>``), which only the next pass sees. Each
 # pass that changes the text removes something; a pass that changes nothing ends the work.
 # Joins nested deeper than this (built on purpose, one inside the other) could leave one
-# look-alike; they take PASSES look-alike halves around one another.
-PASSES: Final = 8
+# look-alike; they take PASSES look-alike halves around one another. Each pass costs the
+# stream its own reading of every chunk that holds a bracket: 4 keeps a stream of
+# adversarial half-tags at about 3x the cost of one pass.
+PASSES: Final = 4
 
 
 class StreamingContextScrubber:
