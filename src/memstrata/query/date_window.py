@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DAY_MARGIN", "DateWindow", "widened"]
+__all__ = [
+    "DAY_MARGIN",
+    "DateWindow",
+    "Forms",
+    "day_window",
+    "month_index",
+    "month_window",
+    "read_forms",
+    "span_window",
+    "week_around",
+    "widened",
+    "year_window",
+]
 
 # Windows are widened by a day on each side: a conversation held late in the evening in
 # one time zone is the next day in another.
@@ -49,3 +63,63 @@ class DateWindow:
 def widened(first: datetime, last: datetime) -> tuple[float, float]:
     """The Unix-second bounds of ``first``..``last`` widened by DAY_MARGIN each side."""
     return (first - DAY_MARGIN).timestamp(), (last + DAY_MARGIN).timestamp()
+
+
+# The windows a relative date names (Chinese ``上周二``, English ``last Tuesday``): worded,
+# and quoted by messages in the same words, so literal (kept as keywords too).
+
+
+def span_window(text: str, start: datetime, days: int) -> DateWindow:
+    """``days`` days from ``start``."""
+    return DateWindow(text, *widened(start, start + timedelta(days=days)), literal=True)
+
+
+def week_around(text: str, day: datetime) -> DateWindow:
+    """The week centred on ``day``: a count back of weeks (three weeks ago) is not said to
+    the day."""
+    return span_window(text, day - timedelta(days=3), 7)
+
+
+def day_window(text: str, moment: datetime) -> DateWindow:
+    """The calendar day of ``moment``."""
+    return span_window(text, datetime(moment.year, moment.month, moment.day), 1)
+
+
+def month_index(moment: datetime) -> int:
+    """``moment``'s month counted from year 0 (year * 12 + month - 1): months add up."""
+    return moment.year * 12 + moment.month - 1
+
+
+def month_window(text: str, index: int) -> DateWindow:
+    """The calendar month of :func:`month_index` ``index``."""
+    year, month = divmod(index, 12)
+    first = datetime(year, month + 1, 1)
+    last = datetime(year + (month == 11), (month + 1) % 12 + 1, 1)
+    return DateWindow(text, *widened(first, last), literal=True)
+
+
+def year_window(text: str, year: int) -> DateWindow:
+    return DateWindow(text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True)
+
+
+# A reader's forms: (kind, pattern), longest first.
+Forms = Sequence[tuple[str, "re.Pattern[str]"]]
+
+
+def read_forms(
+    text: str,
+    forms: Forms,
+    window: Callable[[str, re.Match[str]], DateWindow | None],
+    taken: list[tuple[int, int]],
+) -> Iterator[tuple[DateWindow, int, int]]:
+    """Each match of ``forms`` in ``text`` that ``window`` reads as a date, with its span,
+    in the order of the forms. A match overlapping a span already ``taken`` (by a longer
+    form, or by a reader before) is not read again; each match read is added to it."""
+    for kind, pattern in forms:
+        for match in pattern.finditer(text):
+            if any(match.start() < end and start < match.end() for start, end in taken):
+                continue
+            found = window(kind, match)
+            if found is not None:
+                taken.append((match.start(), match.end()))
+                yield found, match.start(), match.end()

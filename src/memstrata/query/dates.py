@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from memstrata.query.date_window import DAY_MARGIN, DateWindow, widened
+from memstrata.query.date_window import DAY_MARGIN, DateWindow, read_forms, widened
 from memstrata.query.dates_relative import relative_dates
 from memstrata.query.dates_zh import chinese_dates
 from memstrata.query.fold import fold
@@ -131,21 +131,15 @@ def find_dates(text: str, now: datetime | None = None) -> list[DateWindow]:
     # every position), which strip_dates takes out of the question.
     folded = fold(text)
     moment = now or datetime.now()
-    for named, start, end in chinese_dates(folded, moment):
-        found.append(replace(named, text=text[start:end]))
-        taken.append((start, end))
-    for named, start, end in relative_dates(folded, moment):
-        if not any(start < stop and first < end for first, stop in taken):
+    # The Chinese forms first, then the English ones counted from today, then the
+    # calendar ones; a span one reader took is not read by the next.
+    for reader in (
+        chinese_dates(folded, moment, taken),
+        relative_dates(folded, moment, taken),
+        read_forms(folded, _FORMS, _window, taken),
+    ):
+        for named, start, end in reader:
             found.append(replace(named, text=text[start:end]))
-            taken.append((start, end))
-    for kind, pattern in _FORMS:
-        for match in pattern.finditer(folded):
-            if any(match.start() < end and start < match.end() for start, end in taken):
-                continue
-            window = _window(kind, match)
-            if window is not None:
-                found.append(replace(window, text=text[match.start() : match.end()]))
-                taken.append((match.start(), match.end()))
     order = {w.text: text.find(w.text) for w in found}
     return sorted(found, key=lambda w: order[w.text])
 

@@ -23,8 +23,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import partial
 
-from memstrata.query.date_window import DateWindow, widened
+from memstrata.query.date_window import (
+    DateWindow,
+    day_window,
+    month_index,
+    month_window,
+    read_forms,
+    span_window,
+    week_around,
+    year_window,
+)
 
 __all__ = ["relative_dates"]
 
@@ -74,69 +84,50 @@ _FORMS: list[tuple[str, re.Pattern[str]]] = [
 _WEEKS = {"the week before last": -2, "last week": -1, "this week": 0}
 
 
-def _day(text: str, day: datetime) -> DateWindow:
-    return DateWindow(text, *widened(day, day + timedelta(days=1)), literal=True)
-
-
-def _month(text: str, index: int) -> DateWindow:
-    """The calendar month ``index`` (year * 12 + month - 1)."""
-    year, month = divmod(index, 12)
-    first = datetime(year, month + 1, 1)
-    last = datetime(year + (month == 11), (month + 1) % 12 + 1, 1)
-    return DateWindow(text, *widened(first, last), literal=True)
-
-
-def _year(text: str, year: int) -> DateWindow:
-    return DateWindow(text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True)
-
-
 def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
+    try:
+        return _read(kind, match, now)
+    except (ValueError, OverflowError):  # 999 years ago: no such year
+        return None
+
+
+def _read(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
     text = match.group(0)
     today = datetime(now.year, now.month, now.day)
-    this_month = now.year * 12 + now.month - 1
     monday = today - timedelta(days=today.weekday())
     if kind == "days":
-        return _day(text, today + timedelta(days=_DAYS[" ".join(text.lower().split())]))
+        return day_window(text, today + timedelta(days=_DAYS[" ".join(text.lower().split())]))
     if kind == "week":
         start = monday + timedelta(weeks=_WEEKS[" ".join(match["w"].lower().split())])
-        return DateWindow(text, *widened(start, start + timedelta(days=7)), literal=True)
+        return span_window(text, start, 7)
     if kind == "weekend":
-        saturday = monday + timedelta(days=5, weeks=-1 if match["w"].lower() == "last" else 0)
-        return DateWindow(text, *widened(saturday, saturday + timedelta(days=2)), literal=True)
+        weeks = -1 if match["w"].lower() == "last" else 0
+        return span_window(text, monday + timedelta(days=5, weeks=weeks), 2)
     if kind == "weekday":
         back = (today.weekday() - _WEEKDAYS.index(match["d"].lower())) % 7 or 7
-        return _day(text, today - timedelta(days=back))
+        return day_window(text, today - timedelta(days=back))
     if kind == "month":
-        return _month(text, this_month - (match["w"].lower() == "last"))
+        return month_window(text, month_index(now) - (match["w"].lower() == "last"))
     if kind == "year":
-        return _year(text, now.year - (match["w"].lower() == "last"))
+        return year_window(text, now.year - (match["w"].lower() == "last"))
     word = " ".join(match["n"].lower().split())
     n = int(word) if word.isdigit() else _COUNTS[word]
     unit = match["u"].lower()
     if n == 0:
         return None
     if unit == "day":
-        return _day(text, today - timedelta(days=n))
+        return day_window(text, today - timedelta(days=n))
     if unit == "week":
-        start = today - timedelta(weeks=n, days=3)
-        return DateWindow(text, *widened(start, start + timedelta(days=7)), literal=True)
+        return week_around(text, today - timedelta(weeks=n))
     if unit == "month":
-        return _month(text, this_month - n)
-    return _year(text, now.year - n)
+        return month_window(text, month_index(now) - n)
+    return year_window(text, now.year - n)
 
 
-def relative_dates(text: str, now: datetime) -> Iterator[tuple[DateWindow, int, int]]:
+def relative_dates(
+    text: str, now: datetime, taken: list[tuple[int, int]] | None = None
+) -> Iterator[tuple[DateWindow, int, int]]:
     """Each English date of ``text`` counted from ``now``, with its span in ``text``, in the
-    order of :data:`_FORMS` (a shorter form inside a longer one is not read again)."""
-    taken: list[tuple[int, int]] = []
-    for kind, pattern in _FORMS:
-        for match in pattern.finditer(text):
-            if any(match.start() < end and start < match.end() for start, end in taken):
-                continue
-            try:
-                window = _window(kind, match, now)
-            except (ValueError, OverflowError):  # 999 years ago: no such year
-                window = None
-            if window is not None:
-                taken.append((match.start(), match.end()))
-                yield window, match.start(), match.end()
+    order of :data:`_FORMS` (a shorter form inside a longer one, or inside a span already
+    ``taken``, is not read again: see :func:`~memstrata.query.date_window.read_forms`)."""
+    return read_forms(text, _FORMS, partial(_window, now=now), [] if taken is None else taken)

@@ -19,8 +19,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from functools import partial
 
-from memstrata.query.date_window import DateWindow, widened
+from memstrata.query.date_window import (
+    DateWindow,
+    day_window,
+    month_index,
+    month_window,
+    read_forms,
+    span_window,
+    week_around,
+    year_window,
+)
 
 __all__ = ["HOLIDAYS", "chinese_dates", "chinese_number"]
 
@@ -113,21 +123,6 @@ def chinese_number(text: str) -> int | None:
     return None
 
 
-def _day(text: str, moment: datetime) -> DateWindow:
-    start = datetime(moment.year, moment.month, moment.day)
-    return DateWindow(text, *widened(start, start + timedelta(days=1)), literal=True)
-
-
-def _month(text: str, year: int, month: int) -> DateWindow:
-    first = datetime(year, month, 1)
-    last = datetime(year + (month == 12), month % 12 + 1, 1)
-    return DateWindow(text, *widened(first, last), literal=True)
-
-
-def _year(text: str, year: int) -> DateWindow:
-    return DateWindow(text, *widened(datetime(year, 1, 1), datetime(year + 1, 1, 1)), literal=True)
-
-
 def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None:
     text = match.group(0)
     groups = match.groupdict()
@@ -142,16 +137,17 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
         # A year named relative to now (去年) or written in numerals (二〇二三年).
         if kind in ("rel_day", "num_day"):
             assert year is not None and month is not None and day is not None
-            return _day(text, datetime(year, month, day))
+            return day_window(text, datetime(year, month, day))
         if kind in ("rel_month", "num_month"):
             assert year is not None and month is not None
-            return _month(text, year, month)
+            datetime(year, month, 1)  # 13月: no such month
+            return month_window(text, year * 12 + month - 1)
         if kind in ("rel_year", "num_year"):
             assert year is not None
-            return _year(text, year)
+            return year_window(text, year)
         if kind == "rel_holiday":
             assert year is not None
-            return _day(text, datetime(year, *HOLIDAYS[groups["h"]]))
+            return day_window(text, datetime(year, *HOLIDAYS[groups["h"]]))
         if kind == "day":
             if month is None or day is None:
                 return None
@@ -165,18 +161,16 @@ def _window(kind: str, match: re.Match[str], now: datetime) -> DateWindow | None
                 return None
             return DateWindow(text, month=month, literal=True)
         if kind == "rel_days":
-            return _day(text, now + timedelta(days=_DAYS[text]))
+            return day_window(text, now + timedelta(days=_DAYS[text]))
         if kind == "rel_month_word":
-            index = now.year * 12 + now.month - 1 + _MONTHS_REL[text]
-            return _month(text, index // 12, index % 12 + 1)
+            return month_window(text, month_index(now) + _MONTHS_REL[text])
         monday = datetime(now.year, now.month, now.day) - timedelta(days=now.weekday())
         monday += timedelta(weeks=_WEEKS[groups["w"]])
         if kind == "weekend":
-            saturday = monday + timedelta(days=5)
-            return DateWindow(text, *widened(saturday, saturday + timedelta(days=2)), literal=True)
+            return span_window(text, monday + timedelta(days=5), 2)
         if kind == "weekday":
-            return _day(text, monday + timedelta(days=_WEEKDAY[groups["d"]]))
-        return DateWindow(text, *widened(monday, monday + timedelta(days=7)), literal=True)
+            return day_window(text, monday + timedelta(days=_WEEKDAY[groups["d"]]))
+        return span_window(text, monday, 7)
     except (ValueError, TypeError):  # 2月30日, 13月: not a date, the words stay keywords
         return None
 
@@ -193,34 +187,22 @@ def _ago(text: str, count: str, unit: str, now: datetime) -> DateWindow | None:
     unit = unit.removeprefix("个")
     if unit in _AGO_UNITS and not half:
         if _AGO_UNITS[unit] == "day":
-            return _day(text, today - timedelta(days=n))
-        middle = today - timedelta(weeks=n)
-    elif unit == "月" and half:
-        middle = today - timedelta(days=15)
-    elif unit == "月":
-        index = now.year * 12 + now.month - 1 - n
-        return _month(text, index // 12, index % 12 + 1)
-    elif unit == "年" and half:
-        index = now.year * 12 + now.month - 1 - 6
-        return _month(text, index // 12, index % 12 + 1)
-    elif unit == "年":
-        return _year(text, now.year - n)
-    else:
-        return None  # 半天前, 半周前: too short or too vague to be a window
-    start = middle - timedelta(days=3)
-    return DateWindow(text, *widened(start, start + timedelta(days=7)), literal=True)
+            return day_window(text, today - timedelta(days=n))
+        return week_around(text, today - timedelta(weeks=n))
+    if unit == "月":
+        if half:
+            return week_around(text, today - timedelta(days=15))
+        return month_window(text, month_index(now) - n)
+    if unit == "年":
+        return month_window(text, month_index(now) - 6) if half else year_window(text, now.year - n)
+    return None  # 半天前, 半周前: too short or too vague to be a window
 
 
-def chinese_dates(text: str, now: datetime) -> Iterator[tuple[DateWindow, int, int]]:
+def chinese_dates(
+    text: str, now: datetime, taken: list[tuple[int, int]] | None = None
+) -> Iterator[tuple[DateWindow, int, int]]:
     """Each Chinese date of ``text`` with its span (start, end) in ``text``, in the order
-    of :data:`_FORMS` (longest forms first; a shorter form inside a longer one is not
-    read again)."""
-    taken: list[tuple[int, int]] = []
-    for kind, pattern in _FORMS:
-        for match in pattern.finditer(text):
-            if any(match.start() < end and start < match.end() for start, end in taken):
-                continue
-            window = _window(kind, match, now)
-            if window is not None:
-                taken.append((match.start(), match.end()))
-                yield window, match.start(), match.end()
+    of :data:`_FORMS` (longest forms first; a shorter form inside a longer one, or inside
+    a span already ``taken``, is not read again: see
+    :func:`~memstrata.query.date_window.read_forms`)."""
+    return read_forms(text, _FORMS, partial(_window, now=now), [] if taken is None else taken)
