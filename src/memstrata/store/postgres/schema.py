@@ -603,10 +603,8 @@ def refold_cjk_vectors(
     from memstrata.query.fold import FOLDING, folds
     from memstrata.store.postgres.messages import cjk_row
 
-    utf8 = str(_first_value(conn.execute("SHOW server_encoding").fetchone())).upper() in (
-        "UTF8",
-        "UTF-8",
-    )
+    encoding = _value(conn.execute("SHOW server_encoding").fetchone(), "server_encoding")
+    utf8 = str(encoding).upper() in ("UTF8", "UTF-8")
     pattern = "[" + (FOLDING if utf8 else "\uff10-\uff5a") + "]"
     test = " OR ".join(f"{c} ~ %s" for c in columns) + ("" if utf8 else " OR cjk IS NOT NULL")
     set_tokens = f", {tokens} = v.tokens" if tokens else ""
@@ -619,7 +617,7 @@ def refold_cjk_vectors(
         ).fetchall()
         if not rows:
             return changed
-        last = int(_first_value(rows[-1]))
+        last = int(_value(rows[-1], "id"))
         ids, vectors, counts = [], [], []
         for row in rows:
             values = list(row.values()) if isinstance(row, dict) else list(row)
@@ -637,10 +635,6 @@ def refold_cjk_vectors(
                 [ids, vectors, counts],
             )
             changed += len(ids)
-
-
-def _first_value(row: Any) -> Any:
-    return next(iter(row.values())) if isinstance(row, dict) else row[0]
 
 
 # A tsvector holds at most 1 MB of lexemes and positions: a message whose words made a
