@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from memstrata.query import compile as query
-from memstrata.query import transcript
+from memstrata.query import spelling, transcript
 from memstrata.query.cjk import CJK_RUN, run_terms
 from memstrata.query.dates import find_dates, strip_dates
 from memstrata.query.filters import Filters
@@ -310,7 +310,7 @@ def rank_memstrata(
 @contextlib.contextmanager
 def overridden(constants: dict[str, Any]) -> Iterator[None]:
     """Set module constants (``"fulltext.COMMON_DF"``, ``"fulltext_boosts.X"``) for a block."""
-    modules = {"fulltext": fulltext, "fulltext_boosts": fulltext_boosts}
+    modules = {"fulltext": fulltext, "fulltext_boosts": fulltext_boosts, "spelling": spelling}
     saved = []
     for dotted, value in constants.items():
         module_name, name = dotted.split(".")
@@ -504,6 +504,7 @@ def build_systems(
         BASELINE: rank_plain_or,
         "option off: date awareness": rank_memstrata(dates=False),
         "option on: speaker awareness": rank_memstrata(speakers=True),
+        "option off: typo correction": rank_memstrata(constants={"spelling.MAX_TYPOS": 0}),
     }
     for label, embedder in embedders.items():
         systems[f"option on: hybrid {label}"] = rank_memstrata(embedder=embedder)
@@ -927,6 +928,9 @@ def options_text() -> list[str]:
         "read by its last user turn, each message scoring (whole + "
         f"{transcript.LAST_TURN_WEIGHT:g} x last turn) / {1 + transcript.LAST_TURN_WEIGHT:g}, "
         "keyword scores and cosines alike",
+        f"typo correction: on; a word of {spelling.MIN_LETTERS}+ letters that is not English "
+        "and that no message holds searches the commonest English word one edit away that "
+        f"some message holds (at most {spelling.MAX_TYPOS} such words in a query)",
         f"speaker awareness: off (x{1 + fulltext_boosts.SPEAKER_BOOST:g} for transcript "
         "lines of a speaker the question names)",
         f"hybrid recall: off (needs an embedder and the indexing step); {hybrid_text()}",

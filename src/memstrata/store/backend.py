@@ -346,6 +346,12 @@ class Transaction(abc.ABC):
         ``k`` newest or oldest ("newest", "oldest")."""
 
     @abc.abstractmethod
+    def held_words(self, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` (lowercase Latin words) that some message of the store holds
+        as its word index reads them (stemmed: ``received`` is held by ``receive``), in
+        any row, visible or not: the vocabulary a typo is corrected against."""
+
+    @abc.abstractmethod
     def written_between(
         self, spans: Sequence[tuple[float, float]], filters: Filters, k: int
     ) -> list[Candidate]:

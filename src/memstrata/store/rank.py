@@ -11,7 +11,7 @@ evidence (:mod:`memstrata.store.boosts`), and the messages are grouped into sess
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from memstrata.errors import ConfigError, SessionStoreError
@@ -19,6 +19,7 @@ from memstrata.query.compile import CompiledQuery, compile_query
 from memstrata.query.dates import DateWindow, find_dates, is_question, spans_of, strip_dates
 from memstrata.query.filters import Filters
 from memstrata.query.paging import MAX_PAGE
+from memstrata.query.spelling import respell
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.store import boosts
 from memstrata.store.backend import Candidate
@@ -67,11 +68,13 @@ WINDOW_SCORE: Final = 1.0
 @dataclass
 class RankedQuery:
     """What :func:`rank_query` found: the compiled keyword query (for snippets), the
-    dates it read and the candidates, best first."""
+    dates it read, the candidates, best first, and the typos it corrected (each
+    misspelt word, lowercased, and the word searched instead)."""
 
     compiled: CompiledQuery
     windows: list[DateWindow]
     candidates: list[Candidate]
+    corrections: dict[str, str] = field(default_factory=dict)
 
 
 def check_paging(limit: int, offset: int, sort: str | None, query: object = None) -> None:
@@ -150,13 +153,16 @@ def rank_query(
     (:mod:`memstrata.query.transcript`), keyword scores and cosines alike. ``speakers``,
     ``embedder`` and ``subqueries``: see :mod:`memstrata.store.boosts`. An explicit query
     that finds fewer than ``want`` messages (sessions, with ``by_session``) adds its
-    fallback's candidates below its own.
+    fallback's candidates below its own. A natural query's misspelt words that no
+    message holds search the English word one edit away that some message does
+    (:mod:`memstrata.query.spelling`); they are in the result's ``corrections``.
     """
     if isinstance(subqueries, str):
         raise SessionStoreError(
             "subqueries must be a list of query strings, not one string: "
             "pass [text] (expand_query returns such a list)."
         )
+    query, fixes = respell(query, tx.held_words)
     # A transcript-shaped query is read as a whole (its end, when long) and again by its
     # last turn (query.transcript).
     read = readings(query)
@@ -198,7 +204,7 @@ def rank_query(
     if speakers and query:
         boosts.boost_speakers(tx.texts([c.id for c in cands]), cands, query, boosts.SPEAKER_BOOST)
     cands.sort(key=lambda c: (-c.score, -c.id))
-    return RankedQuery(compiled, windows, cands)
+    return RankedQuery(compiled, windows, cands, fixes)
 
 
 def _mix_last_turn(

@@ -15,6 +15,8 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstrata.query.compile import make_term
+
 if TYPE_CHECKING:
     from memstrata.providers.facts.contract import FactChangeRow, FactRow, VectorRow
     from memstrata.query.compile import CompiledQuery, Index, Term
@@ -147,6 +149,25 @@ class FactTransaction(abc.ABC):
         """:meth:`term_ids` of each ``(index, expression, term)``, in order; a backend
         may answer them in one round trip."""
         return [self.term_ids(index, expression, term) for index, expression, term in probes]
+
+    def held_words(self, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` (lowercase Latin words) that some fact of any status holds,
+        as the word index reads them or, glued to CJK text, the CJK index: the
+        vocabulary a typo is corrected against (:mod:`memstrata.query.spelling`)."""
+        probes: list[tuple[Index, str, Term]] = []
+        owners: list[str] = []
+        indexes: tuple[Index, ...] = ("word", "cjk")
+        for word in words:
+            node = make_term(word)
+            term = node.term if node is not None else None
+            for index in indexes:
+                rendered = term.render(index) if term is not None else None
+                if term is not None and rendered is not None:
+                    probes.append((index, rendered, term))
+                    owners.append(word)
+        found = self.terms_ids(probes)
+        held = {w for w, ids in zip(owners, found, strict=True) if ids}
+        return [w for w in words if w in held]
 
     @abc.abstractmethod
     def retired_ids(self) -> set[int]:

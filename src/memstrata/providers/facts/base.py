@@ -62,6 +62,7 @@ from memstrata.providers.facts.contract import (
 )
 from memstrata.providers.facts.schema import CATEGORIES
 from memstrata.query.paging import SQL_INTEGERS, clamp_page
+from memstrata.query.spelling import candidate_typos, corrections, respell, respelled
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
 from memstrata.store.boosts import mix_readings
@@ -481,6 +482,10 @@ class BaseFactStore(abc.ABC):
         """
         if category is not None:
             check_category(category)
+        if candidate_typos(query):
+            # A natural query's typos search the word the facts hold (query.spelling).
+            with self._transaction() as tx:
+                query = respell(query, tx.held_words)[0] or query
         # A transcript-shaped query is read as a whole (its end, when long) and again by
         # its last turn, as the session search reads it (memstrata.query.transcript).
         read = readings(query)
@@ -526,6 +531,9 @@ class BaseFactStore(abc.ABC):
         skip = {int(i) for i in exclude}
         sims = self._similarities(message, readings(message))
         with self._transaction() as tx:
+            # Typos count as the words the facts hold: a chat message is never explicit
+            # syntax (recall reads its quotes and operators as words).
+            message = respelled(message, corrections(message, tx.held_words))
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
                 matched = facts_vectors.fuse_recall(matched, sims, skip)

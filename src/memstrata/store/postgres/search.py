@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 
 from memstrata.errors import SessionStoreError
-from memstrata.query.compile import CompiledQuery, Node, Term
+from memstrata.query.compile import CompiledQuery, Node, Term, make_term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
@@ -1410,6 +1410,29 @@ class SearchRows(Transaction):
         return collect_candidates(
             self.conn, self.ns, compiled, filters, k=k, order=order, sampled=self.sampled
         )
+
+    def held_words(self, words: Sequence[str]) -> list[str]:
+        # One statement: each word's word and CJK arms (a Latin word glued to CJK text is
+        # in the CJK index only), each one probe of the tenant's keyed GIN indexes that
+        # reads a single posting-list page for a word no row of the tenant holds.
+        asked = []
+        for word in words:
+            node = make_term(word)
+            if node is not None and node.term is not None:
+                rendered = term_sql(node.term, substrings=False)
+                if rendered.pred != "FALSE":
+                    asked.append((word, rendered))
+        if not asked:
+            return []
+        union = " UNION ALL ".join(
+            f"(SELECT {k} AS k FROM messages m WHERE {tenant_sql()} AND {t.pred} LIMIT 1)"
+            for k, (_, t) in enumerate(asked)
+        )
+        rows = self.conn.execute(
+            union, [p for _, t in asked for p in [self.ns, *t.params]]
+        ).fetchall()
+        found = {int(r["k"]) for r in rows}
+        return [word for k, (word, _) in enumerate(asked) if k in found]
 
     def written_between(
         self, spans: Sequence[tuple[float, float]], filters: Filters, k: int

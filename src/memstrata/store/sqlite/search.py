@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memstrata.query.compile import CompiledQuery
+from memstrata.query.compile import CompiledQuery, make_term
 from memstrata.query.filters import Filters
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
@@ -21,6 +21,7 @@ from memstrata.store.sqlite.fulltext import (
     joined_sessions,
     message_texts,
 )
+from memstrata.store.sqlite.migrations import CJK_TABLE
 from memstrata.store.sqlite.sessions import chunks, marks
 
 
@@ -38,6 +39,25 @@ class SearchRows(Transaction):
         if compiled.is_empty:
             return []
         return collect_candidates(self.conn, compiled, filters, k=k, order=order)
+
+    def held_words(self, words: Sequence[str]) -> list[str]:
+        # A lookup of each index that finds a plain word: the word index, and the CJK
+        # index for a Latin word glued to CJK text (`youer` in `修改youer服务端`). The
+        # words are few (a query's typos and their neighbours), and a lookup of a word
+        # no row holds reads one b-tree page.
+        held = []
+        for word in words:
+            node = make_term(word)
+            term = node.term if node is not None else None
+            if term is None:
+                continue
+            for table, match in (("messages_fts", term.word), (CJK_TABLE, term.cjk)):
+                if match is not None and self.conn.execute(
+                    f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (match,)
+                ).fetchone():
+                    held.append(word)
+                    break
+        return held
 
     def written_between(
         self, spans: Sequence[tuple[float, float]], filters: Filters, k: int

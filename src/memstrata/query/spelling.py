@@ -1,0 +1,145 @@
+"""Typos in a natural-language query: ``educaton`` searches ``education``.
+
+A word that no message holds finds nothing, so a misspelt word in a question costs the
+search its best evidence (LoCoMo's questions hold ``educaton``, ``funraiser``,
+``torunament``, ``recieved``). A word is read as a typo only when all of these hold:
+
+* it is a plain Latin word of at least :data:`MIN_LETTERS` letters (short words have
+  too many neighbours to guess from) and not a stopword;
+* it is not an English word (pyspellchecker's frequency list, MIT): a real word the
+  store does not hold (``writing``, ``child``) is a question about something never
+  said, not a typo, and correcting it to a neighbour (``waiting``, ``chili``) would
+  search for something else;
+* no message of the store holds it;
+* an English word one edit away (a letter deleted, inserted, changed, or two swapped)
+  is held by a message of the store. Of several, the commonest in English wins
+  (``recieved``: ``received`` before ``relieved``), the same choice on every backend.
+
+The store is asked once, in one statement, and only when a word passed the first two
+rules and has an English neighbour: a question in correct English costs a set lookup per
+word, and a technical term with no English word one edit away (``kubernetes``) no
+more. The word list (about 160,000 words) is read on the first query that holds a
+candidate, once per process.
+
+Only the word index is concerned: CJK text, code-like terms (digits, ``_``, ``.``) and
+explicit queries (operators, quotes, ``prefix*``) are searched as written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+import string
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
+
+from memstrata.query.compile import STOPWORDS, compile_query
+
+# Words shorter than this are never corrected: a four-letter word has dozens of English
+# neighbours one edit away, and a short typo is as likely another word as a slip.
+MIN_LETTERS = 5
+# A query holding more candidate typos than this is not a question with a slip in it
+# (a pasted foreign-language text, a list of names): it is searched as written.
+MAX_TYPOS = 4
+# The commonest English words' floor of the list's counts: words seen fewer times are
+# mostly misspellings and fragments the list carries from its source.
+MIN_COUNT = 5
+
+# A word of letters alone, not part of a path, an address, a hyphenated or dotted name
+# (``auth-api``, ``file.py``) or a tag; a sentence's full stop may follow it.
+_WORD = re.compile(r"(?<![\w.\-/@#])[A-Za-z]+(?![\w\-/@]|\.\w)")
+_LETTERS = string.ascii_lowercase
+logger = logging.getLogger(__name__)
+_lock = threading.Lock()
+_english: dict[str, int] | None = None
+
+
+def english() -> Mapping[str, int]:
+    """The English words and their counts (read once per process); empty, with one
+    warning, when the list cannot be read: queries are then searched as written."""
+    global _english
+    with _lock:
+        if _english is None:
+            try:
+                data = resources.files("spellchecker").joinpath("resources/en.json.gz")
+                counts: dict[str, int] = json.loads(gzip.decompress(data.read_bytes()))
+            except (ImportError, OSError, ValueError) as exc:
+                logger.warning(
+                    "typo correction is off: the English word list of pyspellchecker "
+                    "could not be read (%s); `pip install pyspellchecker` restores it",
+                    exc,
+                )
+                counts = {}
+            _english = {w: n for w, n in counts.items() if n >= MIN_COUNT}
+        return _english
+
+
+def edits(word: str) -> set[str]:
+    """Every string one edit from ``word``: a letter deleted, swapped with the next,
+    changed or inserted (lowercase ASCII letters)."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deleted = {a + b[1:] for a, b in splits if b}
+    swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    changed = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserted = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deleted | swapped | changed | inserted) - {word}
+
+
+def candidate_typos(text: str) -> list[str]:
+    """The words of ``text`` (lowercased, first occurrence order) that could be typos:
+    plain Latin words of :data:`MIN_LETTERS` letters or more that are neither stopwords
+    nor English words."""
+    words = dict.fromkeys(m.group(0).lower() for m in _WORD.finditer(text))
+    long = [w for w in words if len(w) >= MIN_LETTERS and w not in STOPWORDS]
+    if not long:
+        return []
+    known = english()
+    return [w for w in long if w not in known] if known else []
+
+
+def corrections(text: str, held: Callable[[Sequence[str]], Iterable[str]]) -> dict[str, str]:
+    """The typos of ``text`` and the word each stands for (lowercase).
+
+    ``held(words)`` returns those of ``words`` that some message of the store holds (as
+    its word index reads them: ``received`` holds for a message saying ``receive``).
+    """
+    typos = candidate_typos(text)
+    if not typos or len(typos) > MAX_TYPOS:
+        return {}
+    known = english()
+    # A stopword is never searched, so it is no correction (`youer` is not `your`).
+    words = known.keys() - STOPWORDS
+    options = {w: sorted(edits(w) & words, key=lambda c: (-known[c], c)) for w in typos}
+    options = {w: cands for w, cands in options.items() if cands}
+    if not options:
+        return {}
+    # One question to the store: which of the typos and their neighbours it holds.
+    asked = dict.fromkeys([*options, *(c for cands in options.values() for c in cands)])
+    present = set(held(list(asked)))
+    out = {}
+    for word, cands in options.items():
+        best = next((c for c in cands if c in present), None)
+        if word not in present and best is not None:
+            out[word] = best
+    return out
+
+
+def respelled(text: str, fixes: Mapping[str, str]) -> str:
+    """``text`` with each whole word of ``fixes`` (any case) replaced by its correction."""
+    if not fixes:
+        return text
+    return _WORD.sub(lambda m: fixes.get(m.group(0).lower(), m.group(0)), text)
+
+
+def respell(
+    query: str | None, held: Callable[[Sequence[str]], Iterable[str]]
+) -> tuple[str | None, dict[str, str]]:
+    """A natural query with its typos corrected, and the corrections; an explicit query
+    (operators, quotes, ``prefix*``) is taken as written."""
+    if not query or not candidate_typos(query) or compile_query(query).explicit:
+        return query, {}
+    fixes = corrections(query, held)
+    return respelled(query, fixes), fixes
