@@ -216,3 +216,58 @@ def test_facts_hold_latin_words_glued_to_cjk(facts: Any) -> None:
     assert [f.id for f in facts.search("youer")] == [glued.id]
     with facts._transaction() as tx:
         assert tx.held_words(["youer", "yogurt", "educaton"]) == ["youer", "yogurt"]
+
+
+# -- session_search, the model's tool --------------------------------------------------------
+
+
+def test_session_search_cuts_its_excerpt_around_the_corrected_word(
+    tmp_path: Path, memstrata_home: Path
+) -> None:
+    from helpers import make_config
+    from memstrata.search.recall import session_search
+    from memstrata.store.sqlite.store import SessionStore
+
+    with SessionStore(tmp_path / "state.db") as store:
+        store.create_session("big", source="cli")
+        # The match stands in the middle: an excerpt not cut around it leaves it out.
+        store.append_message(
+            "big",
+            "user",
+            "filler text " * 2000 + " the fundraiser moved to Friday. " + "more filler " * 2000,
+        )
+        result = session_search(store, "funraiser", config=make_config(memstrata_home))
+        assert result["query"] == "funraiser"
+        assert result["corrected"] == {"funraiser": "fundraiser"}
+        assert "Searched 'fundraiser' for 'funraiser'" in result["message"]
+        assert "the fundraiser moved to Friday" in result["results"][0]["excerpt"]
+        quoted = session_search(store, '"funraiser"', config=make_config(memstrata_home))
+        assert quoted["results"] == [] and "corrected" not in quoted
+
+
+def test_the_cli_says_what_it_searched(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from memstrata.store.sqlite.store import SessionStore
+
+    home = tmp_path / "cli-home"
+    env = {**os.environ, "MEMSTRATA_HOME": str(home)}
+    home.mkdir()
+    with SessionStore(home / "state.db") as store:
+        store.create_session("school", source="cli")
+        store.append_message("school", "user", "Caroline finished her education degree in May.")
+    run = subprocess.run(
+        [sys.executable, "-m", "memstrata", "search", "educaton", "--no-summary"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "finished her education degree" in run.stdout
+    assert "Searched 'education' for 'educaton' (quote a word to search it as written)." in (
+        run.stdout
+    )

@@ -395,8 +395,14 @@ def discover(
         until=until,
     )
     filters = base
-    compiled = compile_query(query)
     envelope: dict[str, Any] = {"success": True, "mode": "discover", "query": query}
+    # Typos searched as the store's words (query.spelling): the excerpts are cut and the
+    # summaries focused around what the search found, not around the misspelt word.
+    fixed, corrected = store.respell(query)
+    query = fixed or query
+    if corrected:
+        envelope["corrected"] = corrected
+    compiled = compile_query(query)
     if compiled.is_empty:
         return {
             **envelope,
@@ -417,6 +423,9 @@ def discover(
         if results
         else "No matching conversations found."
     )
+    if corrected:
+        message += " Searched " + ", ".join(f"{w!r} for {t!r}" for t, w in corrected.items())
+        message += " (quote a word to search it as written)."
     return {
         **envelope,
         "results": results,

@@ -33,6 +33,7 @@ from memstrata.errors import (
 from memstrata.query.compile import compile_query
 from memstrata.query.filters import Filters, make_filters
 from memstrata.query.paging import MAX_PAGE, SQL_INTEGERS
+from memstrata.query.spelling import candidate_typos, respell
 from memstrata.store import lineage, listing, titles
 from memstrata.store.backend import HIDDEN_KINDS, ListingFilter, Transaction
 from memstrata.store.codec import (
@@ -933,6 +934,16 @@ class BaseSessionStore(Closing, abc.ABC):
                 embedder=embedder,
                 subqueries=subqueries,
             )
+
+    def respell(self, query: str | None) -> tuple[str | None, dict[str, str]]:
+        """``query`` with its typos corrected against this store's words, and the
+        corrections (misspelt word -> the word searched), as every search applies them
+        (:mod:`memstrata.query.spelling`): for a caller that shows the query or cuts
+        text around its words."""
+        if not query or not candidate_typos(query):
+            return query, {}
+        with self._transaction(snapshot=True) as tx:
+            return respell(query, tx.held_words)
 
     # -- recall: conversations as session_search shows them ------------------------------
 

@@ -409,6 +409,8 @@ class SessionStoreContract(Protocol):
         subqueries: Sequence[str] = (),
     ) -> RankedQuery: ...
 
+    def respell(self, query: str | None) -> tuple[str | None, dict[str, str]]: ...
+
     def find_conversations(
         self,
         query: str,

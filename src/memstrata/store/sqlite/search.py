@@ -52,9 +52,12 @@ class SearchRows(Transaction):
             if term is None:
                 continue
             for table, match in (("messages_fts", term.word), (CJK_TABLE, term.cjk)):
-                if match is not None and self.conn.execute(
-                    f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (match,)
-                ).fetchone():
+                if (
+                    match is not None
+                    and self.conn.execute(
+                        f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (match,)
+                    ).fetchone()
+                ):
                     held.append(word)
                     break
         return held
