@@ -365,3 +365,27 @@ def test_statements_per_query_class(
         assert tenant.search_messages(query, limit=20), query  # each finds its plant
         counts[cls] = len(spy.during(lambda q=query: tenant.search_messages(q, limit=20)))
     assert counts == STATEMENTS
+
+
+def test_a_typo_is_checked_against_the_sample_first(
+    tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The words a typo is corrected against (memstrata.query.spelling): those the
+    tenant's ranking sample holds are held without a statement (a GIN lookup reads a
+    common word's whole posting list, even for one row); only the others are looked up,
+    all in one statement, and a Latin word glued to CJK text is held by the CJK index."""
+    spy = Statements(monkeypatch)
+    with tenant._transaction(snapshot=True) as tx:
+        words = ["routine", "status", "pipeline"]
+        tx.held_words(words)  # the sample and the words' lexemes read: caches warm
+        assert spy.during(lambda: tx.held_words(words)) == []
+        sent = spy.during(
+            lambda: tx.held_words(["status", "walrus", "youer", "educaton", "wlarus"])
+        )
+        assert len([q for q in sent if "LIMIT 1" in q]) == 1, sent
+        assert tx.held_words(["status", "walrus", "youer", "educaton", "wlarus"]) == [
+            "status",
+            "walrus",
+            "youer",
+        ]
+    assert tenant.rank("what did the wlarus eat").corrections == {"wlarus": "walrus"}
