@@ -161,6 +161,21 @@ def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def run_memstrata(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``python -m memstrata ARGS`` in a subprocess with ``env``, its output as text (the
+    exit code is the caller's to check)."""
+    return subprocess.run(
+        [sys.executable, "-m", "memstrata", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 class UiServer:
     """``memstrata ui --no-open`` run through the console script on ``home``: its URL,
     token and origin, read from the line it prints. Stopped with SIGTERM on exit."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import PG_DSN, fresh_namespace
+from helpers import run_memstrata
 from memstrata.search.recall import session_search
 
 STORED = "我们决定下周二把数据库迁移到新的集群，先做备份。"
@@ -101,14 +101,7 @@ def seeded_home(request: pytest.FixtureRequest, memstrata_home: Path) -> dict[st
 
 def test_cli_search_finds_the_session(seeded_home: dict[str, str]) -> None:
     """`memstrata search QUESTION --json` run as a subprocess ranks the session first."""
-    done = subprocess.run(
-        [sys.executable, "-m", "memstrata", "search", QUESTION, "--json", "--no-summary"],
-        env=seeded_home,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_memstrata("search", QUESTION, "--json", "--no-summary", env=seeded_home)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert [r["session_id"] for r in result["results"]][:1] == ["migration"]

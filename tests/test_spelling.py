@@ -246,26 +246,15 @@ def test_session_search_cuts_its_excerpt_around_the_corrected_word(
 
 
 def test_the_cli_says_what_it_searched(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-
+    from helpers import run_memstrata, subprocess_env
     from memstrata.store.sqlite.store import SessionStore
 
     home = tmp_path / "cli-home"
-    env = {**os.environ, "MEMSTRATA_HOME": str(home)}
     home.mkdir()
     with SessionStore(home / "state.db") as store:
         store.create_session("school", source="cli")
         store.append_message("school", "user", "Caroline finished her education degree in May.")
-    run = subprocess.run(
-        [sys.executable, "-m", "memstrata", "search", "educaton", "--no-summary"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = run_memstrata("search", "educaton", "--no-summary", env=subprocess_env(home))
     assert run.returncode == 0, run.stderr
     assert "finished her education degree" in run.stdout
     assert "Searched 'education' for 'educaton' (quote a word to search it as written)." in (
