@@ -117,6 +117,8 @@ def test_a_typo_finds_what_the_word_would(store: Any) -> None:
     assert ranked.corrections == {"funraiser": "fundraiser"}
     assert ranked.candidates and ranked.candidates[0].session_id == "waiting"
     assert [h["session_id"] for h in store.search_messages("educaton")] == ["school"]
+    for sort in ("newest", "oldest"):
+        assert [h["session_id"] for h in store.search_messages("educaton", sort=sort)] == ["school"]
 
 
 def test_quoted_words_and_real_words_are_searched_as_written(store: Any) -> None:

@@ -787,8 +787,10 @@ class BaseSessionStore(Closing, abc.ABC):
         """Full-text search over every message, best match first (or newest/oldest first
         with ``sort``); never a syntax error, whatever the query.
 
-        A natural-language query ORs its content words; ``AND``/``OR``/``NOT``,
-        ``"phrases"`` and ``prefix*`` keep their meaning (see ``docs/search.md``), and
+        A natural-language query ORs its content words, a misspelt word that no message
+        holds searching the English word one edit away that one does (``educaton``:
+        ``education``); ``AND``/``OR``/``NOT``, ``"phrases"`` and ``prefix*`` keep their
+        meaning and are taken as written (see ``docs/search.md``), and
         an explicit query that finds fewer than ``limit`` messages adds those of its words
         after its own. Filters (a list or a comma-separated string each) apply inside the
         search. Archived compaction rows are found; rewound rows only with
@@ -816,7 +818,8 @@ class BaseSessionStore(Closing, abc.ABC):
         k = max(MESSAGE_CANDIDATES, offset + limit)
         with self._transaction(snapshot=True) as tx:
             if sort in ("newest", "oldest"):
-                compiled = compile_query(query)
+                # Typos as a ranked search corrects them (rank_query does it there).
+                compiled = compile_query(respell(query, tx.held_words)[0])
                 if compiled.is_empty:
                     return []
                 cands = tx.candidates(
