@@ -88,10 +88,12 @@ def edits(word: str) -> set[str]:
     return (deleted | swapped | changed | inserted) - {word}
 
 
-def candidate_typos(text: str) -> list[str]:
+def candidate_typos(text: str | None) -> list[str]:
     """The words of ``text`` (lowercased, first occurrence order) that could be typos:
     plain Latin words of :data:`MIN_LETTERS` letters or more that are neither stopwords
     nor English words."""
+    if not isinstance(text, str) or not text:
+        return []  # what is not text has no typos; the caller's own checks reject it
     words = dict.fromkeys(m.group(0).lower() for m in _WORD.finditer(text))
     long = [w for w in words if len(w) >= MIN_LETTERS and w not in STOPWORDS]
     if not long:
@@ -100,7 +102,7 @@ def candidate_typos(text: str) -> list[str]:
     return [w for w in long if w not in known] if known else []
 
 
-def corrections(text: str, held: Callable[[Sequence[str]], Iterable[str]]) -> dict[str, str]:
+def corrections(text: str | None, held: Callable[[Sequence[str]], Iterable[str]]) -> dict[str, str]:
     """The typos of ``text`` and the word each stands for (lowercase).
 
     ``held(words)`` returns those of ``words`` that some message of the store holds (as
