@@ -15,13 +15,16 @@ search its best evidence (LoCoMo's questions hold ``educaton``, ``funraiser``,
   is held by a message of the store. Of several, the commonest in English wins
   (``recieved``: ``received`` before ``relieved``), the same choice on every backend.
 
-The store is asked once, in one statement, and only when a word passed the first two
-rules and has an English neighbour: a question in correct English costs a set lookup per
-word, and a technical term with no English word one edit away (``kubernetes``) no
-more. The word list (about 160,000 words) is read on the first query that holds a
-candidate, once per process.
+The store is asked once, and only when a word passed the first two rules and has an
+English neighbour: a question in correct English costs a set lookup per word, and a
+technical term with no English word one edit away (``kubernetes``) about 0.15 ms more.
+The store answers from its word index, and from its CJK index for a Latin word glued to
+CJK text (``youer`` in ``修改youer服务端``): on SQLite one lookup per word, on PostgreSQL
+the tenant's ranking sample and at most one statement for the words it lacks. The word
+list (about 160,000 words) is read on the first query that holds a candidate, once per
+process.
 
-Only the word index is concerned: CJK text, code-like terms (digits, ``_``, ``.``) and
+Only Latin words are corrected: CJK text, code-like terms (digits, ``_``, ``.``) and
 explicit queries (operators, quotes, ``prefix*``) are searched as written.
 """
 
