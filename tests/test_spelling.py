@@ -247,8 +247,10 @@ def test_session_search_cuts_its_excerpt_around_the_corrected_word(
         assert quoted["results"] == [] and "corrected" not in quoted
 
 
-def test_the_cli_says_what_it_searched(tmp_path: Path) -> None:
-    from helpers import run_memstrata, subprocess_env
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a memstrata subprocess whose store holds the school session."""
+    from helpers import subprocess_env
     from memstrata.store.sqlite.store import SessionStore
 
     home = tmp_path / "cli-home"
@@ -256,9 +258,26 @@ def test_the_cli_says_what_it_searched(tmp_path: Path) -> None:
     with SessionStore(home / "state.db") as store:
         store.create_session("school", source="cli")
         store.append_message("school", "user", "Caroline finished her education degree in May.")
-    run = run_memstrata("search", "educaton", "--no-summary", env=subprocess_env(home))
+    return subprocess_env(home)
+
+
+def test_the_cli_says_what_it_searched(cli_env: dict[str, str]) -> None:
+    from helpers import run_memstrata
+
+    run = run_memstrata("search", "educaton", "--no-summary", env=cli_env)
     assert run.returncode == 0, run.stderr
     assert "finished her education degree" in run.stdout
     assert "Searched 'education' for 'educaton' (quote a word to search it as written)." in (
         run.stdout
     )
+
+
+def test_sessions_search_says_what_it_searched(cli_env: dict[str, str]) -> None:
+    from helpers import run_memstrata
+
+    run = run_memstrata("sessions", "search", "educaton", env=cli_env)
+    assert run.returncode == 0, run.stderr
+    assert "education" in run.stdout
+    assert "Searched 'education' for 'educaton'" in run.stderr
+    as_json = run_memstrata("sessions", "search", "educaton", "--json", env=cli_env)
+    assert as_json.returncode == 0 and as_json.stderr == ""

@@ -252,9 +252,14 @@ def sessions_search(
             include_tool_traffic=include_tool_traffic,
         )
         short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
+        # What the search read for a misspelt word (memstrata.query.spelling), said once.
+        corrected = {} if as_json else store.respell(query)[1]
     if as_json:
         echo_json(hits)
         return
+    if corrected:
+        searched = ", ".join(f"{w!r} for {t!r}" for t, w in corrected.items())
+        click.echo(f"Searched {searched} (quote a word to search it as written).", err=True)
     if not hits:
         click.echo("No message matches.", err=True)
         return
