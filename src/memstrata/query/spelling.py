@@ -78,7 +78,7 @@ def english() -> Mapping[str, int]:
                 )
                 counts = {}
             # About 12 MB held for the process's life (127,000 words and their counts),
-            # read in 0.1 s; the dict is what keeps a lookup at tens of nanoseconds (a
+            # read in 0.2 s; the dict is what keeps a lookup at tens of nanoseconds (a
             # candidate's 450 edits are each looked up).
             _english = {w: n for w, n in counts.items() if _LISTED.fullmatch(w)}
         return _english
