@@ -281,3 +281,16 @@ def test_sessions_search_says_what_it_searched(cli_env: dict[str, str]) -> None:
     assert "Searched 'education' for 'educaton'" in run.stderr
     as_json = run_memstrata("sessions", "search", "educaton", "--json", env=cli_env)
     assert as_json.returncode == 0 and as_json.stderr == ""
+
+
+def test_a_huge_word_is_no_candidate() -> None:
+    """Edits grow with a word's length (a pasted run of 2,000 letters made 106,000
+    strings of 2 KB each); no English word is longer than MAX_LETTERS, so a longer word
+    is searched as written, at once."""
+    held = held_of("x" * 45)
+    assert candidate_typos("x" * 2000) == []
+    assert corrections("x" * 2000 + " " + "y" * (spelling.MAX_LETTERS + 1), held) == {}
+    assert held.asked == []
+    assert candidate_typos("pneumonoultramicroscopicsilicovolcanoconiosiss") == [
+        "pneumonoultramicroscopicsilicovolcanoconiosiss"
+    ]

@@ -44,6 +44,10 @@ from memstrata.query.compile import STOPWORDS, compile_query
 # Words shorter than this are never corrected: a four-letter word has dozens of English
 # neighbours one edit away, and a short typo is as likely another word as a slip.
 MIN_LETTERS = 5
+# Nor are words longer than this: no English word of the list is more than 45 letters,
+# so a longer one has no neighbour in it, and the edits of a word grow with its length
+# (a pasted run of 2,000 letters made 106,000 strings of 2 KB: 0.6 s and 220 MB).
+MAX_LETTERS = 46
 # A query holding more candidate typos than this is not a question with a slip in it
 # (a pasted foreign-language text, a list of names): it is searched as written.
 MAX_TYPOS = 4
@@ -97,12 +101,12 @@ def edits(word: str) -> set[str]:
 
 def candidate_typos(text: str | None) -> list[str]:
     """The words of ``text`` (lowercased, first occurrence order) that could be typos:
-    plain Latin words of :data:`MIN_LETTERS` letters or more that are neither stopwords
-    nor English words."""
+    plain Latin words of :data:`MIN_LETTERS` to :data:`MAX_LETTERS` letters that are
+    neither stopwords nor English words."""
     if not isinstance(text, str) or not text:
         return []  # what is not text has no typos; the caller's own checks reject it
     words = dict.fromkeys(m.group(0).lower() for m in _WORD.finditer(text))
-    long = [w for w in words if len(w) >= MIN_LETTERS and w not in STOPWORDS]
+    long = [w for w in words if MIN_LETTERS <= len(w) <= MAX_LETTERS and w not in STOPWORDS]
     if not long:
         return []
     known = english()
