@@ -294,3 +294,17 @@ def test_a_huge_word_is_no_candidate() -> None:
     assert candidate_typos("pneumonoultramicroscopicsilicovolcanoconiosiss") == [
         "pneumonoultramicroscopicsilicovolcanoconiosiss"
     ]
+
+
+def test_a_forgotten_fact_is_no_vocabulary(facts: Any) -> None:
+    """A forgotten fact leaves recall and search; a correction to its words would tell
+    that the store once held them."""
+    secret = facts.add("The diagnosis came back: pregnant, due in June.")
+    facts.add("The garden needs water every morning.")
+    with facts._transaction() as tx:
+        assert tx.held_words(["pregnant", "garden"]) == ["pregnant", "garden"]
+    facts.forget(secret.id)
+    with facts._transaction() as tx:
+        assert tx.held_words(["pregnant", "garden"]) == ["garden"]
+    assert facts.search("pregnent") == []
+    assert facts.recall("am I still pregnent?") == []

@@ -151,9 +151,10 @@ class FactTransaction(abc.ABC):
         return [self.term_ids(index, expression, term) for index, expression, term in probes]
 
     def held_words(self, words: Sequence[str]) -> list[str]:
-        """Those of ``words`` (lowercase Latin words) that some fact of any status holds,
-        as the word index reads them or, glued to CJK text, the CJK index: the
-        vocabulary a typo is corrected against (:mod:`memstrata.query.spelling`)."""
+        """Those of ``words`` (lowercase Latin words) that some live fact holds, as the
+        word index reads them or, glued to CJK text, the CJK index: the vocabulary a
+        typo is corrected against (:mod:`memstrata.query.spelling`). A forgotten fact's
+        words are not in it: a correction would tell that the store once held them."""
         probes: list[tuple[Index, str, Term]] = []
         owners: list[str] = []
         indexes: tuple[Index, ...] = ("word", "cjk")
@@ -166,7 +167,8 @@ class FactTransaction(abc.ABC):
                     probes.append((index, rendered, term))
                     owners.append(word)
         found = self.terms_ids(probes)
-        held = {w for w, ids in zip(owners, found, strict=True) if ids}
+        retired = self.retired_ids() if any(found) else set()
+        held = {w for w, ids in zip(owners, found, strict=True) if ids - retired}
         return [w for w in words if w in held]
 
     @abc.abstractmethod
