@@ -308,3 +308,11 @@ def test_a_forgotten_fact_is_no_vocabulary(facts: Any) -> None:
         assert tx.held_words(["pregnant", "garden"]) == ["garden"]
     assert facts.search("pregnent") == []
     assert facts.recall("am I still pregnent?") == []
+
+
+def test_a_deleted_message_is_no_vocabulary(store: Any) -> None:
+    fill(store)
+    assert store.rank("funraiser").corrections == {"funraiser": "fundraiser"}
+    store.delete_session("waiting")
+    assert store.rank("funraiser").corrections == {}
+    assert store.search_messages("funraiser") == []
