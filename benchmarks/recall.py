@@ -263,9 +263,10 @@ def rank_memstrata(
 ) -> Ranker:
     """The shipped search, with optional overrides of its levers for ablations.
 
-    ``opts``: ``dates``, ``speakers``, ``embedder``, ``expander`` (question -> sub-queries)
-    and ``constants`` (module constants of memstrata.store.sqlite.fulltext / fulltext_boosts to
-    override for the run) go through ``search_sessions``; ``stopwords``, ``fusion`` and
+    ``opts``: ``typos`` (``search.typos``), ``dates``, ``speakers``, ``embedder``,
+    ``expander`` (question -> sub-queries) and ``constants`` (module constants of
+    memstrata.store.sqlite.fulltext / fulltext_boosts to override for the run) go through
+    ``search_sessions``; ``stopwords``, ``fusion`` and
     ``indexes`` need the lower-level path (compile, collect, boost dates, aggregate).
     """
     stopwords = opts.get("stopwords")
@@ -276,6 +277,8 @@ def rank_memstrata(
     expander: Callable[[str], list[str]] | None = opts.get("expander")
 
     def ranker(store: SessionStore, question: str) -> list[str]:
+        # search.typos, as a store opened from a configuration that sets it has it.
+        store.typos = opts.get("typos", True)
         with overridden(constants):
             if stopwords is None and fusion is None and indexes is None:
                 hits = store.search_sessions(
@@ -310,7 +313,7 @@ def rank_memstrata(
 @contextlib.contextmanager
 def overridden(constants: dict[str, Any]) -> Iterator[None]:
     """Set module constants (``"fulltext.COMMON_DF"``, ``"fulltext_boosts.X"``) for a block."""
-    modules = {"fulltext": fulltext, "fulltext_boosts": fulltext_boosts, "spelling": spelling}
+    modules = {"fulltext": fulltext, "fulltext_boosts": fulltext_boosts}
     saved = []
     for dotted, value in constants.items():
         module_name, name = dotted.split(".")
@@ -504,7 +507,7 @@ def build_systems(
         BASELINE: rank_plain_or,
         "option off: date awareness": rank_memstrata(dates=False),
         "option on: speaker awareness": rank_memstrata(speakers=True),
-        "option off: typo correction": rank_memstrata(constants={"spelling.MAX_TYPOS": 0}),
+        "option off: typo correction": rank_memstrata(typos=False),
     }
     for label, embedder in embedders.items():
         systems[f"option on: hybrid {label}"] = rank_memstrata(embedder=embedder)

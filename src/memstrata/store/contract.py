@@ -178,6 +178,9 @@ class SessionStoreContract(Protocol):
     :class:`~memstrata.errors.SessionStoreError` and its subclasses.
     """
 
+    # Typo correction of natural queries (memstrata.query.spelling): search.typos.
+    typos: bool
+
     # -- sessions ------------------------------------------------------------------------
 
     def create_session(

@@ -144,6 +144,7 @@ def rank_query(
     subqueries: Sequence[str] = (),
     want: int = 0,
     by_session: bool = False,
+    typos: bool = True,
 ) -> RankedQuery:
     """Candidates of a natural-language ``query`` with every evidence option applied.
 
@@ -153,16 +154,16 @@ def rank_query(
     (:mod:`memstrata.query.transcript`), keyword scores and cosines alike. ``speakers``,
     ``embedder`` and ``subqueries``: see :mod:`memstrata.store.boosts`. An explicit query
     that finds fewer than ``want`` messages (sessions, with ``by_session``) adds its
-    fallback's candidates below its own. A natural query's misspelt words that no
-    message holds search the English word one edit away that some message does
-    (:mod:`memstrata.query.spelling`); they are in the result's ``corrections``.
+    fallback's candidates below its own. With ``typos``, a natural query's misspelt
+    words that no message holds search the English word one edit away that some message
+    does (:mod:`memstrata.query.spelling`); they are in the result's ``corrections``.
     """
     if isinstance(subqueries, str):
         raise SessionStoreError(
             "subqueries must be a list of query strings, not one string: "
             "pass [text] (expand_query returns such a list)."
         )
-    query, fixes = respell(query, tx.held_words)
+    query, fixes = respell(query, tx.held_words) if typos else (query, {})
     # A transcript-shaped query is read as a whole (its end, when long) and again by its
     # last turn (query.transcript).
     read = readings(query)

@@ -87,10 +87,13 @@ class BaseFactStore(abc.ABC):
 
     ``embedder`` (optional, settable later) turns on hybrid recall: searches fuse its
     cosine similarity with the keywords for the facts :meth:`index_vectors` has embedded
-    (see :mod:`memstrata.providers.facts.vectors`).
+    (see :mod:`memstrata.providers.facts.vectors`). ``typos`` (settable; ``search.typos``
+    where the store is opened from a configuration) turns typo correction of searches
+    and recall on or off (:mod:`memstrata.query.spelling`).
     """
 
     embedder: Embedder | None = None
+    typos: bool = True
 
     # -- what a backend provides ----------------------------------------------------------
 
@@ -482,7 +485,7 @@ class BaseFactStore(abc.ABC):
         """
         if category is not None:
             check_category(category)
-        if candidate_typos(query):
+        if self.typos and candidate_typos(query):
             # A natural query's typos search the word the facts hold (query.spelling).
             with self._transaction() as tx:
                 query = respell(query, tx.held_words)[0] or query
@@ -533,7 +536,8 @@ class BaseFactStore(abc.ABC):
         with self._transaction() as tx:
             # Typos count as the words the facts hold: a chat message is never explicit
             # syntax (recall reads its quotes and operators as words).
-            message = respelled(message, corrections(message, tx.held_words))
+            if self.typos:
+                message = respelled(message, corrections(message, tx.held_words))
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
                 matched = facts_vectors.fuse_recall(matched, sims, skip)

@@ -194,6 +194,8 @@ class FactStoreContract(Protocol):
     """The public API of a facts store (see the module doc); every backend has it."""
 
     embedder: Embedder | None
+    # Typo correction of searches and recall (memstrata.query.spelling).
+    typos: bool
 
     @property
     def location(self) -> str:

@@ -47,7 +47,9 @@ def open_facts(
         folder = ensure_home(home if home is not None else cfg.home)
         options.setdefault("durability", cast("Durability", str(cfg.get("store.durability"))))
         options.setdefault("busy_timeout_ms", int(cfg.get("store.busy_timeout_ms")))
-        return FactStore(folder / FACTS_FILENAME, embedder=embedder, **options)
+        facts: FactStoreContract = FactStore(folder / FACTS_FILENAME, embedder=embedder, **options)
+        facts.typos = bool(cfg.get("search.typos"))
+        return facts
     try:
         from memstrata.providers.facts.postgres import PostgresFactStore
     except ImportError as exc:
@@ -60,6 +62,7 @@ def open_facts(
     store: FactStoreContract = PostgresFactStore(
         dsn, namespace=str(cfg.get("store.namespace")), config=cfg, embedder=embedder, **options
     )
+    store.typos = bool(cfg.get("search.typos"))
     return store
 
 

@@ -372,6 +372,8 @@ class FactsProvider(MemoryProvider):
                     busy_timeout_ms=busy_ms,
                     embedder=embedder,
                 )
+                if self.config is not None:
+                    self._store.typos = bool(self.config.get("search.typos"))
             self._where = where
             _track_recall(where, +1)
         self.session_id = session_id

@@ -89,6 +89,7 @@ class PostgresSessionStore(BaseSessionStore):
         pgvector: bool = True,
     ) -> None:
         cfg = config if config is not None else Config.load()
+        self.typos = bool(cfg.get("search.typos"))
         chosen_dsn, self._namespace, mode = configured(
             cfg, dsn, namespace, durability, error=SessionStoreError
         )

@@ -58,6 +58,7 @@ class SessionStore(BaseSessionStore):
             # SQLite creates the file but not its folder; a first run in a fresh home
             # (`memstrata search` before anything was written) must not fail on that.
             ensure_home(Path(path).parent)
+        self.typos = bool(cfg.get("search.typos"))
         chosen = durability if durability is not None else cfg.get("store.durability")
         self._db = Database(
             Path(path),
