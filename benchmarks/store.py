@@ -48,6 +48,7 @@ import corpus  # the benchmark's own generator, importable by path
 import store_postgres  # the PostgreSQL half (--backend postgres|both)
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "store.md"
 
 TARGET_APPEND_RATIO = 20.0
 TARGET_BYTES_RATIO = 0.6
@@ -1388,7 +1389,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="20000,1000000", help="corpus sizes, comma-separated")
     parser.add_argument("--hermes-python", help="interpreter with hermes-agent installed")
-    parser.add_argument("--out", default=str(HERE / "results" / "store.md"))
+    parser.add_argument(
+        "--out",
+        help="the report (default benchmarks/results/store.md; with --build-only, "
+        "store-build.md in --db-dir, so a build for later runs leaves the results alone)",
+    )
     parser.add_argument("--quick", action="store_true", help="20k messages only, small samples")
     parser.add_argument("--append-n", type=int, help="messages per append sample (default 5000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per query / append sample")
@@ -1476,7 +1481,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(search_job(json.loads(sys.stdin.readline()))))
         return 0
     if args.render:
-        rerender(Path(args.render), Path(args.out), args.note)
+        rerender(Path(args.render), Path(args.out or RESULTS), args.note)
         return 0
 
     sizes = [20_000] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -1506,7 +1511,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     started = time.perf_counter()
     _store_cls()
-    out = Path(args.out)
+    if args.out:
+        out = Path(args.out)
+    elif args.build_only:
+        # A build kept for later runs (store_ab.py) reports beside its databases: the
+        # committed results are another run's and must not be overwritten by it.
+        out = Path(args.db_dir or work) / "store-build.md"
+    else:
+        out = RESULTS
     results["sizes"] = []
     try:
         hermes = Hermes(hermes_python, work / "hermes-home") if hermes_python else None

@@ -86,3 +86,24 @@ def test_planted_text_answers_its_query(corpus: ModuleType) -> None:
             assert all(w in p.needle for w in positive.split())
         else:
             assert p.query_class == "question" and p.needle.endswith(".")
+
+
+def test_a_build_for_later_runs_leaves_the_committed_results_alone(tmp_path: Path) -> None:
+    """`store.py --build-only --db-dir D` reports beside its databases, not over
+    benchmarks/results/store.md (another run's committed figures)."""
+    import subprocess
+
+    results = CORPUS_PATH.parent / "results" / "store.md"
+    before = results.read_bytes()
+    done = subprocess.run(
+        [sys.executable, str(CORPUS_PATH.parent / "store.py"), "--sizes", "1000"]
+        + ["--build", "bulk", "--db-dir", str(tmp_path), "--build-only"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert results.read_bytes() == before
+    assert (tmp_path / "store-build.md").is_file()
+    assert (tmp_path / "memstrata-1000-bulk.db").is_file()
