@@ -95,9 +95,9 @@ def test_a_build_for_later_runs_leaves_the_committed_results_alone(tmp_path: Pat
 
     results = CORPUS_PATH.parent / "results" / "store.md"
     before = results.read_bytes()
+    build = ["--sizes", "1000", "--build", "bulk", "--db-dir", str(tmp_path), "--build-only"]
     done = subprocess.run(
-        [sys.executable, str(CORPUS_PATH.parent / "store.py"), "--sizes", "1000"]
-        + ["--build", "bulk", "--db-dir", str(tmp_path), "--build-only"],
+        [sys.executable, str(CORPUS_PATH.parent / "store.py"), *build],
         capture_output=True,
         text=True,
         timeout=300,
