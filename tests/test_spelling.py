@@ -364,3 +364,33 @@ def test_search_typos_off_on_postgres(memstrata_home: Path) -> None:
             assert store.search_messages("educaton") == []
         finally:
             store.delete_namespace()
+
+
+def test_session_search_asks_the_store_once(
+    tmp_path: Path, memstrata_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session_search corrects the query once, for the search and its excerpts alike: the
+    search it runs does not ask the store about the same words again."""
+    from helpers import make_config
+    from memstrata.search.recall import session_search
+    from memstrata.store.sqlite.store import SessionStore
+
+    asked = []
+    original = spelling.corrections
+
+    def counted(text: Any, held: Any) -> dict[str, str]:
+        asked.append(text)
+        return original(text, held)
+
+    monkeypatch.setattr(spelling, "corrections", counted)
+    with SessionStore(tmp_path / "state.db") as store:
+        fill(store)
+        store.create_session("build", source="cli")
+        store.append_message("build", "user", "The gradle build is slow.")
+        # `gradle` is no English word but the store holds it: a candidate, not corrected.
+        result = session_search(
+            store, "gradle and the funraiser", config=make_config(memstrata_home)
+        )
+        assert result["corrected"] == {"funraiser": "fundraiser"}
+        assert {r["session_id"] for r in result["results"]} == {"build", "waiting"}
+    assert asked == ["gradle and the funraiser"]

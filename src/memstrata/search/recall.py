@@ -338,6 +338,8 @@ def _find(
         dates=evidence.dates,
         embedder=evidence.embedder,
         subqueries=evidence.subqueries,
+        # discover corrected the query's typos already (store.respell)
+        typos=False,
     )
     return [_Conversation(**conv) for conv in found], searched
 

@@ -973,6 +973,7 @@ class BaseSessionStore(Closing, abc.ABC):
         dates: bool = True,
         embedder: Embedder | None = None,
         subqueries: Sequence[str] = (),
+        typos: bool = True,
     ) -> tuple[list[dict[str, Any]], int]:
         """The best ``limit`` conversations (lineages) for ``query`` and how many had hits.
 
@@ -982,7 +983,9 @@ class BaseSessionStore(Closing, abc.ABC):
         conversation holding the best hit, oldest first), ``meta`` (title, source,
         started_at, last_active of the chain), ``live`` (the hidden sessions), and
         ``message_count``, ``last_message_id``, ``chars`` of what recall may show of it.
-        One snapshot for all of it.
+        One snapshot for all of it. ``typos=False``: the query's typos are not corrected
+        (a caller that corrected them with :meth:`respell` already), whatever
+        :attr:`typos` says.
         """
         out: list[dict[str, Any]] = []
         with self._transaction(snapshot=True) as tx:
@@ -997,7 +1000,7 @@ class BaseSessionStore(Closing, abc.ABC):
                 subqueries=subqueries,
                 want=limit,
                 by_session=True,
-                typos=self.typos,
+                typos=self.typos and typos,
             )
             roots = lineage.lineage_roots(tx, {c.session_id for c in found.candidates})
             ranked = aggregate_sessions(found.candidates, roots)[:limit]

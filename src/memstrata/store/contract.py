@@ -424,6 +424,7 @@ class SessionStoreContract(Protocol):
         dates: bool = True,
         embedder: Embedder | None = None,
         subqueries: Sequence[str] = (),
+        typos: bool = True,
     ) -> tuple[list[dict[str, Any]], int]: ...
 
     # -- caches: summaries, query expansions, vectors, metadata --------------------------
