@@ -166,10 +166,17 @@ class FactTransaction(abc.ABC):
                 if term is not None and rendered is not None:
                     probes.append((index, rendered, term))
                     owners.append(word)
+        found = self.live_held(probes)
+        held = {w for w, hit in zip(owners, found, strict=True) if hit}
+        return [w for w in words if w in held]
+
+    def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
+        """For each ``(index, expression, term)``, whether a live fact holds the term:
+        :meth:`terms_ids` without the retired facts. A backend may answer with one
+        row per probe instead of every id (a common word is in thousands of facts)."""
         found = self.terms_ids(probes)
         retired = self.retired_ids() if any(found) else set()
-        held = {w for w, ids in zip(owners, found, strict=True) if ids - retired}
-        return [w for w in words if w in held]
+        return [bool(ids - retired) for ids in found]
 
     @abc.abstractmethod
     def retired_ids(self) -> set[int]:

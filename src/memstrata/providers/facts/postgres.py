@@ -632,6 +632,23 @@ class PostgresFactTransaction(ServerFactRows, FactTransaction):
             found[int(row["k"])].add(int(row["id"]))
         return found
 
+    def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
+        # One statement, one row at most per probe.
+        arms = [(k, _arm(index, term)) for k, (index, _, term) in enumerate(probes)]
+        live = [(k, arm) for k, arm in arms if arm is not None]
+        if not live:
+            return [False] * len(probes)
+        union = " UNION ALL ".join(
+            f"(SELECT {k} AS k FROM facts f WHERE f.namespace = %s AND f.status = 'live' "
+            f"AND {arm[0]} LIMIT 1)"
+            for k, arm in live
+        )
+        rows = self.conn.execute(
+            union, [p for _, arm in live for p in [self.ns, *arm[1]]]
+        ).fetchall()
+        found = {int(r["k"]) for r in rows}
+        return [k in found for k in range(len(probes))]
+
     def retired_ids(self) -> set[int]:
         rows = self.conn.execute(
             "SELECT id FROM facts WHERE namespace = %s AND status <> 'live'", (self.ns,)

@@ -278,6 +278,20 @@ class SQLiteFactTransaction(FactTransaction):
             )
         }
 
+    def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
+        # One indexed lookup each, stopped at the first live fact (the FTS tables are
+        # external content: their rowid is the fact's id).
+        held = []
+        for index, expression, _ in probes:
+            table = FTS_TABLES[index]
+            row = self.conn.execute(
+                f"SELECT 1 FROM {table} CROSS JOIN facts f ON f.id = {table}.rowid "
+                f"WHERE {table} MATCH ? AND f.status = 'live' LIMIT 1",
+                (expression,),
+            ).fetchone()
+            held.append(row is not None)
+        return held
+
     def retired_ids(self) -> set[int]:
         return {int(r[0]) for r in self.conn.execute("SELECT id FROM facts WHERE status <> 'live'")}
 
