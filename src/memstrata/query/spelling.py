@@ -30,6 +30,7 @@ explicit queries (operators, quotes, ``prefix*``) are searched as written.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import logging
@@ -122,18 +123,7 @@ def corrections(text: str | None, held: Callable[[Sequence[str]], Iterable[str]]
     typos = candidate_typos(text)
     if not typos or len(typos) > MAX_TYPOS:
         return {}
-    known = english()
-    # A stopword is never searched, so it is no correction (`youer` is not `your`). The
-    # edits are looked up in the list one by one: a set operation with the list's keys
-    # would build a set of all of them for each query (15 ms).
-    options = {
-        w: sorted(
-            (c for c in edits(w) if c in known and c not in STOPWORDS),
-            key=lambda c: (-known[c], c),
-        )
-        for w in typos
-    }
-    options = {w: cands for w, cands in options.items() if cands}
+    options = {w: cands for w in typos if (cands := neighbours(w))}
     if not options:
         return {}
     # One question to the store: which of the typos and their neighbours it holds.
@@ -145,6 +135,19 @@ def corrections(text: str | None, held: Callable[[Sequence[str]], Iterable[str]]
         if word not in present and best is not None:
             out[word] = best
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def neighbours(word: str) -> tuple[str, ...]:
+    """The English words one edit from ``word``, commonest first (kept for the words
+    last asked about: an agent's queries repeat their terms, and each costs about 0.1 ms
+    of edits to work out)."""
+    known = english()
+    # A stopword is never searched, so it is no correction (`youer` is not `your`). The
+    # edits are looked up in the list one by one: a set operation with the list's keys
+    # would build a set of all of them for each query (15 ms).
+    found = (c for c in edits(word) if c in known and c not in STOPWORDS)
+    return tuple(sorted(found, key=lambda c: (-known[c], c)))
 
 
 def respelled(text: str, fixes: Mapping[str, str]) -> str:
