@@ -17,7 +17,8 @@ search its best evidence (LoCoMo's questions hold ``educaton``, ``funraiser``,
 
 The store is asked once, and only when a word passed the first two rules and has an
 English neighbour: a question in correct English costs a set lookup per word, and a
-technical term with no English word one edit away (``kubernetes``) about 0.15 ms more.
+technical term with no English word one edit away (``kubernetes``) about 0.15 ms more
+the first time (:func:`neighbours` keeps the answer).
 The store answers from its word index, and from its CJK index for a Latin word glued to
 CJK text (``youer`` in ``修改youer服务端``): on SQLite one lookup per word, on PostgreSQL
 the tenant's ranking sample and at most one statement for the words it lacks. The word
