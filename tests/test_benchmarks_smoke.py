@@ -107,3 +107,32 @@ def test_a_build_for_later_runs_leaves_the_committed_results_alone(tmp_path: Pat
     assert results.read_bytes() == before
     assert (tmp_path / "store-build.md").is_file()
     assert (tmp_path / "memstrata-1000-bulk.db").is_file()
+
+
+def test_recall_misses_counts_what_a_missing_session_shares(tmp_path: Path) -> None:
+    """benchmarks/recall_misses.py on a tiny LoCoMo-format file: a question whose gold
+    session says none of its words (`martial arts` against `kickboxing`) is a miss that
+    shares no content word."""
+    import subprocess
+
+    turns = ["I love kickboxing on Mondays."] + [
+        f"The weather on day {i} was fine." for i in range(7)
+    ]
+    conversation: dict[str, Any] = {"speaker_a": "John", "speaker_b": "Maria"}
+    for n, text in enumerate(turns, start=1):
+        conversation[f"session_{n}"] = [{"speaker": "John", "dia_id": f"D{n}:1", "text": text}]
+        conversation[f"session_{n}_date_time"] = f"1:56 pm on {n} May, 2023"
+    qa = [{"question": "Which martial arts are practised?", "answer": "kickboxing"}]
+    qa[0].update(evidence=["D1:1"], category=1)
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps([{"sample_id": "t", "conversation": conversation, "qa": qa}]))
+    done = subprocess.run(
+        [sys.executable, str(CORPUS_PATH.parent / "recall_misses.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gold sessions missing from the top 5: 1" in done.stdout
+    assert "no content word shared: 1 (100%)" in done.stdout
