@@ -322,12 +322,13 @@ def _join_ranked(
     return out[:k]
 
 
-def _word_hit(conn: sqlite3.Connection, term: Term) -> bool:
-    if term.word is None:
+def index_hit(conn: sqlite3.Connection, index: Index, term: Term) -> bool:
+    """Whether ``index`` finds ``term`` in any row (one lookup, stopped at the first)."""
+    match = term.render(index)
+    if match is None:
         return False
-    row = conn.execute(
-        "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? LIMIT 1", (term.word,)
-    ).fetchone()
+    table = _TABLES[index]
+    row = conn.execute(f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (match,)).fetchone()
     return row is not None
 
 
@@ -639,7 +640,7 @@ def collect_candidates(
             # Substring matching is the costliest scan (a phrase of trigrams, several of
             # them in most rows); in a natural query it only serves terms the word index
             # does not find at all (``getUser`` inside ``getUserById``).
-            leaves = tuple((leaf, t) for leaf, t in leaves if not _word_hit(conn, t))
+            leaves = tuple((leaf, t) for leaf, t in leaves if not index_hit(conn, "word", t))
             if not leaves:
                 continue
             match = " OR ".join(leaf for leaf, _ in leaves)

@@ -18,10 +18,10 @@ from memstrata.store.hits import text_of
 from memstrata.store.sqlite.fulltext import (
     collect_candidates,
     filter_sql,
+    index_hit,
     joined_sessions,
     message_texts,
 )
-from memstrata.store.sqlite.migrations import CJK_TABLE
 from memstrata.store.sqlite.sessions import chunks, marks
 
 
@@ -49,17 +49,8 @@ class SearchRows(Transaction):
         for word in words:
             node = make_term(word)
             term = node.term if node is not None else None
-            if term is None:
-                continue
-            for table, match in (("messages_fts", term.word), (CJK_TABLE, term.cjk)):
-                if (
-                    match is not None
-                    and self.conn.execute(
-                        f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1", (match,)
-                    ).fetchone()
-                ):
-                    held.append(word)
-                    break
+            if term is not None and any(index_hit(self.conn, i, term) for i in ("word", "cjk")):
+                held.append(word)
         return held
 
     def written_between(
