@@ -26,6 +26,7 @@ from memstrata.config import Config
 from memstrata.errors import MemstrataError
 from memstrata.fileio import open_private_output, refuse_symlink
 from memstrata.query.paging import MAX_PAGE
+from memstrata.query.spelling import searched_as
 from memstrata.tools.session_search import parse_time
 
 
@@ -258,8 +259,7 @@ def sessions_search(
         echo_json(hits)
         return
     if corrected:
-        searched = ", ".join(f"{w!r} for {t!r}" for t, w in corrected.items())
-        click.echo(f"Searched {searched} (quote a word to search it as written).", err=True)
+        click.echo(searched_as(corrected), err=True)
     if not hits:
         click.echo("No message matches.", err=True)
         return

@@ -167,3 +167,12 @@ def respell(
         return query, {}
     fixes = corrections(query, held)
     return respelled(query, fixes), fixes
+
+
+def searched_as(fixes: Mapping[str, str]) -> str:
+    """What a search corrected, said to the user: ``Searched 'education' for 'educaton'
+    (quote a word to search it as written).``; empty without corrections."""
+    if not fixes:
+        return ""
+    pairs = ", ".join(f"{word!r} for {typo!r}" for typo, word in fixes.items())
+    return f"Searched {pairs} (quote a word to search it as written)."

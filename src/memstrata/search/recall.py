@@ -31,6 +31,7 @@ from memstrata.errors import ConfigError, LLMNotConfiguredError, MemstrataError,
 from memstrata.llm.types import LLMClient
 from memstrata.query.compile import compile_query
 from memstrata.query.filters import Filters, make_filters
+from memstrata.query.spelling import searched_as
 from memstrata.search.read import read_session, scroll_session, when
 from memstrata.search.summarize import (
     MAX_CONCURRENCY,
@@ -426,8 +427,7 @@ def discover(
         else "No matching conversations found."
     )
     if corrected:
-        message += " Searched " + ", ".join(f"{w!r} for {t!r}" for t, w in corrected.items())
-        message += " (quote a word to search it as written)."
+        message += " " + searched_as(corrected)
     return {
         **envelope,
         "results": results,
