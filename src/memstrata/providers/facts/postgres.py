@@ -616,38 +616,43 @@ class PostgresFactTransaction(ServerFactRows, FactTransaction):
         return {int(r["id"]) for r in rows}
 
     def terms_ids(self, probes: Sequence[tuple[Index, str, Term]]) -> list[set[int]]:
-        arms = [(k, _arm(index, term)) for k, (index, _, term) in enumerate(probes)]
         found: list[set[int]] = [set() for _ in probes]
-        live = [(k, arm) for k, arm in arms if arm is not None]
-        if not live:
-            return found
-        union = " UNION ALL ".join(
-            f"SELECT {k} AS k, f.id FROM facts f WHERE f.namespace = %s AND {arm[0]}"
-            for k, arm in live
-        )
-        rows = self.conn.execute(
-            union, [p for _, arm in live for p in [self.ns, *arm[1]]]
-        ).fetchall()
-        for row in rows:
+        for row in self._probed(probes, columns=", f.id"):
             found[int(row["k"])].add(int(row["id"]))
         return found
 
     def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
-        # One statement, one row at most per probe.
-        arms = [(k, _arm(index, term)) for k, (index, _, term) in enumerate(probes)]
-        live = [(k, arm) for k, arm in arms if arm is not None]
-        if not live:
-            return [False] * len(probes)
-        union = " UNION ALL ".join(
-            f"(SELECT {k} AS k FROM facts f WHERE f.namespace = %s AND f.status = 'live' "
-            f"AND {arm[0]} LIMIT 1)"
-            for k, arm in live
-        )
-        rows = self.conn.execute(
-            union, [p for _, arm in live for p in [self.ns, *arm[1]]]
-        ).fetchall()
+        # One row at most per probe, of a live fact.
+        rows = self._probed(probes, where=" AND f.status = 'live'", limit=" LIMIT 1")
         found = {int(r["k"]) for r in rows}
         return [k in found for k in range(len(probes))]
+
+    def _probed(
+        self,
+        probes: Sequence[tuple[Index, str, Term]],
+        *,
+        columns: str = "",
+        where: str = "",
+        limit: str = "",
+    ) -> list[dict[str, Any]]:
+        """Every probe answered in one statement: the tenant's facts each matches (``k``,
+        the probe's number, and ``columns`` of ``facts f``), ``where`` added to each
+        probe's conditions and ``limit`` to its SELECT. A probe no index can see has
+        no rows."""
+        live = [
+            (k, arm)
+            for k, (index, _, term) in enumerate(probes)
+            if (arm := _arm(index, term)) is not None
+        ]
+        if not live:
+            return []
+        union = " UNION ALL ".join(
+            f"(SELECT {k} AS k{columns} FROM facts f WHERE f.namespace = %s{where} "
+            f"AND {arm[0]}{limit})"
+            for k, arm in live
+        )
+        params = [p for _, arm in live for p in [self.ns, *arm[1]]]
+        return self.conn.execute(union, params).fetchall()
 
     def retired_ids(self) -> set[int]:
         rows = self.conn.execute(
