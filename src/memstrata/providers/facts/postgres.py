@@ -46,6 +46,7 @@ from memstrata.search.embedders import Embedder
 from memstrata.store.postgres.bounds import bound_query
 from memstrata.store.postgres.codec import pg_text
 from memstrata.store.postgres.database import Conn, Database, Durability
+from memstrata.store.postgres.held import held_arms
 from memstrata.store.postgres.messages import cjk_vector
 from memstrata.store.postgres.pgvector import FACTS, ServerFactRows, ServerVectors
 from memstrata.store.postgres.schema import TS_CONFIG, refold_cjk_vectors
@@ -616,43 +617,41 @@ class PostgresFactTransaction(ServerFactRows, FactTransaction):
         return {int(r["id"]) for r in rows}
 
     def terms_ids(self, probes: Sequence[tuple[Index, str, Term]]) -> list[set[int]]:
-        found: list[set[int]] = [set() for _ in probes]
-        for row in self._probed(probes, columns=", f.id"):
-            found[int(row["k"])].add(int(row["id"]))
-        return found
-
-    def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
-        # One row at most per probe, of a live fact.
-        rows = self._probed(probes, where=" AND f.status = 'live'", limit=" LIMIT 1")
-        found = {int(r["k"]) for r in rows}
-        return [k in found for k in range(len(probes))]
-
-    def _probed(
-        self,
-        probes: Sequence[tuple[Index, str, Term]],
-        *,
-        columns: str = "",
-        where: str = "",
-        limit: str = "",
-    ) -> list[dict[str, Any]]:
-        """Every probe answered in one statement: the tenant's facts each matches (``k``,
-        the probe's number, and ``columns`` of ``facts f``), ``where`` added to each
-        probe's conditions and ``limit`` to its SELECT. A probe no index can see has
-        no rows."""
+        # Every probe in one statement: the tenant's facts each matches (k: the probe's
+        # number). A probe no index can see has none.
         live = [
             (k, arm)
             for k, (index, _, term) in enumerate(probes)
             if (arm := _arm(index, term)) is not None
         ]
+        found: list[set[int]] = [set() for _ in probes]
         if not live:
-            return []
+            return found
         union = " UNION ALL ".join(
-            f"(SELECT {k} AS k{columns} FROM facts f WHERE f.namespace = %s{where} "
-            f"AND {arm[0]}{limit})"
+            f"(SELECT {k} AS k, f.id FROM facts f WHERE f.namespace = %s AND {arm[0]})"
             for k, arm in live
         )
         params = [p for _, arm in live for p in [self.ns, *arm[1]]]
-        return self.conn.execute(union, params).fetchall()
+        for row in self.conn.execute(union, params).fetchall():
+            found[int(row["k"])].add(int(row["id"]))
+        return found
+
+    def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
+        # Whether a live fact holds each probe (store.postgres.held: the probes of one
+        # index in one subquery over their values, not one subquery each).
+        live = [
+            (k, (arm[0], arm[1]))
+            for k, (index, _, term) in enumerate(probes)
+            if (arm := _arm(index, term)) is not None
+        ]
+        found = held_arms(
+            self.conn,
+            "FROM facts f WHERE f.namespace = %s AND f.status = 'live'",
+            [self.ns],
+            [arm for _, arm in live],
+        )
+        held = {live[i][0] for i in found}
+        return [k in held for k in range(len(probes))]
 
     def retired_ids(self) -> set[int]:
         rows = self.conn.execute(

@@ -44,6 +44,7 @@ from memstrata.store.hits import text_of
 from memstrata.store.postgres import ranking
 from memstrata.store.postgres.bounds import SEARCH_TIMEOUT_MS, bound_query, substring_budget
 from memstrata.store.postgres.codec import sqlite_form
+from memstrata.store.postgres.held import held_arms
 from memstrata.store.postgres.messages import quote_lexeme, too_long
 from memstrata.store.postgres.schema import INDEXED_TEXT, TS_CONFIG
 from memstrata.store.rank import BOOLEAN_RANKED, COMMON_DF
@@ -1429,20 +1430,17 @@ class SearchRows(Transaction):
         stats, _, _ = self.sampled.read(self.conn, self.ns)
         rarity = ranking.rarity(self.conn, [t for _, t in asked], stats, TS_CONFIG, cjk_tsquery)
         held = {w for w, t in asked if 0 < rarity[t] < math.inf}
-        unknown = [
-            (w, rendered)
-            for w, t in asked
-            if rarity[t] == 0 and (rendered := term_sql(t, substrings=False)).pred != "FALSE"
-        ]
-        if unknown:
-            union = " UNION ALL ".join(
-                f"(SELECT {k} AS k FROM messages m WHERE {tenant_sql()} AND {t.pred} LIMIT 1)"
-                for k, (_, t) in enumerate(unknown)
-            )
-            rows = self.conn.execute(
-                union, [p for _, t in unknown for p in [self.ns, *t.params]]
-            ).fetchall()
-            held |= {unknown[int(r["k"])][0] for r in rows}
+        # Each index's predicate of each word the sample lacks (word and CJK arms).
+        owners: list[str] = []
+        arms: list[tuple[str, list[Any]]] = []
+        for w, t in asked:
+            if rarity[t] == 0:
+                for arm in term_sql(t, substrings=False).arms:
+                    owners.append(w)
+                    arms.append(arm)
+        if arms:
+            found = held_arms(self.conn, f"FROM messages m WHERE {tenant_sql()}", [self.ns], arms)
+            held |= {owners[k] for k in found}
         return [w for w, _ in asked if w in held]
 
     def written_between(
