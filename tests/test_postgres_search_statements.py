@@ -393,3 +393,20 @@ def test_a_typo_is_checked_against_the_sample_first(
         ]
     assert tenant.rank("what did the wlarus eat").corrections == {"wlarus": "walrus"}
 
+
+def test_a_homophone_slip_costs_a_few_lookups_of_fixed_shape(
+    tenant: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Chinese question with a slip (迁 typed 前) asks the store about its bigrams the
+    ranking sample lacks, then about the bigrams its homophones make with one neighbour,
+    then with the other for those held: at most three statements, each one subquery per
+    index over an array (store.postgres.held), never one per bigram (a UNION of 510
+    subqueries took 110 ms to plan)."""
+    spy = Statements(monkeypatch)
+    question = "数据库前移之后回滚失败了吗"
+    tenant.respell(question)  # caches warm (the lexemes, the reading table)
+    sent = spy.during(lambda: tenant.respell(question))
+    lookups = [q for q in sent if "EXISTS" in q]
+    assert 1 <= len(lookups) <= 3, sent
+    assert all(q.count("unnest") == 1 for q in lookups), lookups
+    assert tenant.respell(question) == ("数据库迁移之后回滚失败了吗", {"前移": "迁移"})

@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 
+from memstrata.query import homophones
 from memstrata.query.compile import STOPWORDS, compile_query
 
 # Words shorter than this are never corrected: a four-letter word has dozens of English
@@ -158,15 +159,30 @@ def respelled(text: str, fixes: Mapping[str, str]) -> str:
     return _WORD.sub(lambda m: fixes.get(m.group(0).lower(), m.group(0)), text)
 
 
+def may_correct(text: str | None) -> bool:
+    """Whether ``text`` could hold a typo or a Chinese homophone slip, by the checks that
+    need no store (:func:`candidate_typos`, :func:`homophones.may_hold_slips`)."""
+    return bool(candidate_typos(text)) or homophones.may_hold_slips(text)
+
+
+def corrected(
+    text: str, held: Callable[[Sequence[str]], Iterable[str]]
+) -> tuple[str, dict[str, str]]:
+    """``text`` with its English typos and Chinese homophone slips corrected
+    (:mod:`memstrata.query.homophones`), and the corrections (as written -> searched)."""
+    fixes = corrections(text, held)
+    text, slips = homophones.corrected(respelled(text, fixes), held)
+    return text, {**fixes, **slips}
+
+
 def respell(
     query: str | None, held: Callable[[Sequence[str]], Iterable[str]]
 ) -> tuple[str | None, dict[str, str]]:
-    """A natural query with its typos corrected, and the corrections; an explicit query
-    (operators, quotes, ``prefix*``) is taken as written."""
-    if not query or not candidate_typos(query) or compile_query(query).explicit:
+    """A natural query with its typos and homophone slips corrected, and the
+    corrections; an explicit query (operators, quotes, ``prefix*``) is taken as written."""
+    if not query or not may_correct(query) or compile_query(query).explicit:
         return query, {}
-    fixes = corrections(query, held)
-    return respelled(query, fixes), fixes
+    return corrected(query, held)
 
 
 def searched_as(fixes: Mapping[str, str]) -> str:

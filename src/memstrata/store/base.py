@@ -33,7 +33,7 @@ from memstrata.errors import (
 from memstrata.query.compile import compile_query
 from memstrata.query.filters import Filters, make_filters
 from memstrata.query.paging import MAX_PAGE, SQL_INTEGERS
-from memstrata.query.spelling import candidate_typos, respell
+from memstrata.query.spelling import may_correct, respell
 from memstrata.store import lineage, listing, titles
 from memstrata.store.backend import HIDDEN_KINDS, ListingFilter, Transaction
 from memstrata.store.codec import (
@@ -952,7 +952,7 @@ class BaseSessionStore(Closing, abc.ABC):
         corrections (misspelt word -> the word searched), as every search applies them
         (:mod:`memstrata.query.spelling`; none when :attr:`typos` is off): for a caller
         that shows the query or cuts text around its words."""
-        if not self.typos or not query or not candidate_typos(query):
+        if not self.typos or not query or not may_correct(query):
             return query, {}
         with self._transaction(snapshot=True) as tx:
             return self._respell_in(tx, query)

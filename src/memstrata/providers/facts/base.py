@@ -62,7 +62,7 @@ from memstrata.providers.facts.contract import (
 )
 from memstrata.providers.facts.schema import CATEGORIES
 from memstrata.query.paging import SQL_INTEGERS, clamp_page
-from memstrata.query.spelling import candidate_typos, corrections, respell, respelled
+from memstrata.query.spelling import corrected, may_correct, respell
 from memstrata.query.transcript import LAST_TURN_WEIGHT, Readings, readings
 from memstrata.search.embedders import Embedder
 from memstrata.store.boosts import mix_readings
@@ -485,7 +485,7 @@ class BaseFactStore(abc.ABC):
         """
         if category is not None:
             check_category(category)
-        if self.typos and candidate_typos(query):
+        if self.typos and may_correct(query):
             # A natural query's typos search the word the facts hold (query.spelling).
             with self._transaction() as tx:
                 query = respell(query, tx.held_words)[0] or query
@@ -537,7 +537,7 @@ class BaseFactStore(abc.ABC):
             # Typos count as the words the facts hold: a chat message is never explicit
             # syntax (recall reads its quotes and operators as words).
             if self.typos:
-                message = respelled(message, corrections(message, tx.held_words))
+                message = corrected(message, tx.held_words)[0]
             matched = facts_recall.recall_scores(tx, message, exclude=skip)
             if sims:
                 matched = facts_vectors.fuse_recall(matched, sims, skip)

@@ -1,0 +1,257 @@
+"""Homophone slips in a Chinese query: ``章伟`` searches ``张伟``.
+
+Chinese is typed by sound: a pinyin input method offers every character read ``zhang``,
+and picking the wrong one (``章`` for ``张``) gives a word that looks nothing like the
+one meant. A name or term mistyped so finds nothing, as an English typo did before
+:mod:`memstrata.query.spelling`. A character of a natural query is read as such a slip
+only when all of these hold:
+
+* every CJK bigram it stands in (the one before it and the one after it in its run of
+  Chinese text) is held by no message of the store: a character the store has seen
+  beside its neighbours is what the user meant (``迁`` in ``数据库迁移`` is left alone
+  whatever ``库迁`` finds, because ``迁移`` is held);
+* a character of the same reading (toneless pinyin; for a character of several readings,
+  either of its two usual ones) makes every one of those bigrams one that the store
+  holds: it fits both its neighbours, not one of them by chance. A particle
+  (:data:`PARTICLES`) goes with anything, so the bigram with one counts only when both
+  neighbours are particles (``数剧吗`` is ``数据吗`` when the store holds ``数据``,
+  whatever it holds of ``据吗``). Only the 3,755 commonest characters
+  (GB 2312 level 1, in its order: by reading, then simplest first) are offered, as an
+  input method's first page offers them;
+* the query holds at most :data:`MAX_SLIPS` such characters and at most
+  :data:`MAX_BIGRAMS` bigrams: a pasted passage or a conversation is searched as
+  written (its unknown bigrams are a new topic, not a slip, and asking the store about
+  each would cost every such search).
+
+Function characters (particles, pronouns: :data:`FUNCTION_CHARS`) are never read as
+slips nor offered. Of several replacements the first in that order wins. Slips are
+corrected left to right, so a corrected character's bigrams count as held for the next.
+The store is asked three times at most: which of the query's bigrams it holds, which of
+the bigrams the replacements make with one neighbour, and, for those it holds, with the
+other.
+
+The price is English typo correction's: a term the store never held whose homophone it
+holds (a new name, ``章伟``, when only ``张伟`` was written) finds the homophone's
+messages instead of nothing; the search says what it searched, and a quoted query is
+searched as written. The reading table is pypinyin's (MIT), read on the first query that
+could hold a slip (about 50 ms), once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import threading
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from memstrata.query.cjk import CJK_RUN
+from memstrata.query.fold import fold
+
+__all__ = [
+    "FUNCTION_CHARS",
+    "MAX_BIGRAMS",
+    "PARTICLES",
+    "MAX_SLIPS",
+    "corrected",
+    "may_hold_slips",
+    "sounds_alike",
+]
+
+# A query with more CJK bigrams than this is a pasted text or a conversation, not a
+# question typed with a slip in it: searched as written (and the store not asked).
+MAX_BIGRAMS = 48
+# More candidate slips than this: the query is about something the store never held.
+MAX_SLIPS = 6
+# Particles end or join words whatever the word: the bigram of a character with one
+# (剧吗, 制的) says nothing of the character. (A pronoun or 和 before a word does say
+# something: with them counted, real words a small store lacked, 只想 after 我 and 实物
+# after 和, were read as slips twice as often.)
+PARTICLES = frozenset("的地得了着过吗呢吧啊呀嘛哦么")
+# Function characters (the particles, pronouns, the commonest verbs and adverbs), as
+# English stopwords are to typo correction: never read as a slip nor offered as a
+# correction. Their homophones are each other (他/她/它, 在/再, 的/地/得, 吗/嘛), all
+# everywhere, so a store holding one pairing and not the other says nothing of intent.
+FUNCTION_CHARS = PARTICLES | frozenset("他她它你我您们在再是和也就都还又这那之与及或而")
+
+logger = logging.getLogger(__name__)
+_lock = threading.Lock()
+_table: tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]] | None = None
+
+
+def _level_one() -> list[str]:
+    """GB 2312's level-1 characters (the 3,755 commonest), in its order."""
+    out = []
+    for high in range(0xB0, 0xD8):
+        for low in range(0xA1, 0xFF):
+            try:
+                out.append(bytes((high, low)).decode("gb2312"))
+            except UnicodeDecodeError:
+                continue  # the row's unassigned end (row 55 stops at 0xF9)
+    return out
+
+
+def _toneless(reading: str) -> str:
+    """``zhāng`` -> ``zhang`` (``lǜ`` -> ``lu``: an input method types both alike)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", reading) if c.isascii())
+
+
+def _readings() -> tuple[dict[str, frozenset[str]], dict[str, tuple[str, ...]]]:
+    """Each common character's toneless readings, and each reading's characters (those
+    whose first, usual, reading it is), read once per process; empty, with one warning,
+    when the table cannot be read: queries are then searched as written."""
+    global _table
+    with _lock:
+        if _table is None:
+            try:
+                # The table alone, not the package: importing pypinyin reads its phrase
+                # tables too (0.2 s), which nothing here uses.
+                spec = importlib.util.find_spec("pypinyin")
+                if spec is None or not spec.submodule_search_locations:
+                    raise ImportError("pypinyin is not installed")
+                folder = Path(next(iter(spec.submodule_search_locations)))
+                table = json.loads((folder / "pinyin_dict.json").read_text(encoding="utf-8"))
+            except (ImportError, OSError, ValueError) as exc:
+                logger.warning(
+                    "Chinese homophone correction is off: pypinyin's reading table could "
+                    "not be read (%s); reinstall memstrata to restore it",
+                    exc,
+                )
+                _table = ({}, {})
+                return _table
+            readings: dict[str, frozenset[str]] = {}
+            by_sound: dict[str, list[str]] = {}
+            for char in _level_one():
+                written = table.get(str(ord(char)))
+                if not written:
+                    continue
+                sounds = [_toneless(r) for r in written.split(",")]
+                # Its first two readings only: the table lists the usual reading first,
+                # and the third and later are rare or archaic (它 tā, tuó, yí), which
+                # offered 以 for 它.
+                readings[char] = frozenset(sounds[:2])
+                by_sound.setdefault(sounds[0], []).append(char)
+            _table = (readings, {s: tuple(cs) for s, cs in by_sound.items()})
+        return _table
+
+
+@functools.lru_cache(maxsize=4096)
+def sounds_alike(char: str) -> tuple[str, ...]:
+    """The common characters usually read as ``char`` can be read, in GB 2312 order,
+    ``char`` itself left out (empty for a character outside the table)."""
+    readings, by_sound = _readings()
+    found = dict.fromkeys(
+        c
+        for r in sorted(readings.get(char, ()))
+        for c in by_sound.get(r, ())
+        if c not in FUNCTION_CHARS
+    )
+    found.pop(char, None)
+    return tuple(found)
+
+
+def _runs(text: str) -> list[tuple[int, str]]:
+    """The runs of two CJK characters or more of ``text`` (folded), with their start."""
+    return [(m.start(), m.group()) for m in CJK_RUN.finditer(text) if len(m.group()) >= 2]
+
+
+def may_hold_slips(text: str | None) -> bool:
+    """Whether ``text`` could hold a slip (a run of two CJK characters or more, within
+    :data:`MAX_BIGRAMS`): a check without the store, before asking it."""
+    if not isinstance(text, str) or text.isascii():
+        return False
+    runs = _runs(fold(text))
+    return bool(runs) and sum(len(r) - 1 for _, r in runs) <= MAX_BIGRAMS
+
+
+def _sides(folded: str, at: int, start: int, end: int) -> list[int]:
+    """The neighbours (their places) whose bigram with the character at ``at`` counts as
+    evidence, within its run ``[start, end)``: a particle goes with anything, so a
+    bigram with one (``剧吗``) says nothing, unless both neighbours are particles."""
+    near = [n for n in (at + 1, at - 1) if start <= n < end]
+    kept = [n for n in near if folded[n] not in PARTICLES]
+    return kept or near
+
+
+def _pair(chars: Sequence[str], at: int, near: int, option: str) -> str:
+    """The bigram ``option`` (standing at ``at``) makes with its neighbour at ``near``."""
+    return option + chars[near] if near > at else chars[near] + option
+
+
+def corrected(
+    text: str, held: Callable[[Sequence[str]], Iterable[str]]
+) -> tuple[str, dict[str, str]]:
+    """``text`` with its slips replaced, and the corrections (the bigram as written ->
+    the bigram searched). ``held(words)`` returns those of ``words`` (CJK bigrams here)
+    that some message of the store holds; it is asked at most three times."""
+    if not may_hold_slips(text):
+        return text, {}
+    folded = fold(text)
+    runs = _runs(folded)
+    bigrams = list(dict.fromkeys(r[i : i + 2] for _, r in runs for i in range(len(r) - 1)))
+    present = set(held(bigrams))
+    # The candidates: each one's place and the neighbours its replacement must fit.
+    slips: list[tuple[int, list[int]]] = []
+    for start, run in runs:
+        end = start + len(run)
+        for at in range(start, end):
+            near = [n for n in (at - 1, at + 1) if start <= n < end]
+            touching = [_pair(folded, at, n, folded[at]) for n in near]
+            if (
+                folded[at] not in FUNCTION_CHARS
+                and not any(b in present for b in touching)
+                and sounds_alike(folded[at])
+            ):
+                slips.append((at, _sides(folded, at, start, end)))
+    if not slips or len(slips) > MAX_SLIPS:
+        return text, {}
+    # The bigrams each replacement makes with its first neighbour, then, for those the
+    # store holds, with its second (a few, where asking both at once was hundreds).
+    first = {
+        b: None
+        for at, sides in slips
+        for o in sounds_alike(folded[at])
+        for b in [_pair(folded, at, sides[0], o)]
+    }
+    present |= set(held(list(first)))
+    second = {
+        _pair(folded, at, sides[1], o): None
+        for at, sides in slips
+        if len(sides) > 1
+        for o in sounds_alike(folded[at])
+        if _pair(folded, at, sides[0], o) in present
+    }
+    if second:
+        present |= set(held(list(second)))
+    chars = list(folded)
+    fixes: dict[str, str] = {}
+    for at, sides in slips:
+        # Left to right: a slip corrected before this one may have made its bigrams held
+        # (or its neighbour another character, whose bigrams were not asked about).
+        if any(_pair(chars, at, n, chars[at]) in present for n in sides):
+            continue
+        best = next(
+            (
+                o
+                for o in sounds_alike(folded[at])
+                if all(_pair(chars, at, n, o) in present for n in sides)
+            ),
+            None,
+        )
+        if best is None:
+            continue
+        chars[at] = best
+        # Reported as the bigram with the first neighbour that counts ("章伟" -> "张伟"),
+        # as the user wrote it.
+        low = min(at, sides[0])
+        fixes[text[low : low + 2]] = "".join(chars[low : low + 2])
+    if not fixes:
+        return text, {}
+    out = list(text)
+    for i, (was, now) in enumerate(zip(folded, chars, strict=True)):
+        if was != now:
+            out[i] = now
+    return "".join(out), fixes

@@ -1,0 +1,202 @@
+"""Homophone slips in Chinese queries: a character no bigram of the store holds beside its
+neighbours, whose homophone the store holds beside both, searches the homophone, on both
+backends; function characters, known bigrams, pasted text and explicit queries are
+searched as written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import yield_facts
+from memstrata.query import homophones, spelling
+from memstrata.query.homophones import FUNCTION_CHARS, corrected, may_hold_slips, sounds_alike
+
+
+def held_of(*bigrams: str) -> Any:
+    vocabulary = set(bigrams)
+    asked: list[list[str]] = []
+
+    def held(words: list[str]) -> list[str]:
+        asked.append(list(words))
+        return [w for w in words if w in vocabulary]
+
+    held.asked = asked  # type: ignore[attr-defined]
+    return held
+
+
+def test_homophones_are_common_characters_of_the_same_reading() -> None:
+    alike = sounds_alike("章")
+    assert "张" in alike and "掌" in alike and "章" not in alike
+    # Either of a character's two usual readings (长: zhǎng, cháng), not a rare third
+    # one (它 is also read yí in the table: 以 is not offered for it).
+    assert "张" in sounds_alike("长") and "常" in sounds_alike("长")
+    assert "以" not in sounds_alike("它")
+    # Function characters are never offered, nor anything outside the table.
+    assert not set(sounds_alike("再")) & FUNCTION_CHARS
+    assert sounds_alike("a") == () and sounds_alike("。") == ()
+
+
+def test_a_slip_searches_the_homophone_the_store_holds() -> None:
+    held = held_of("张伟", "伟的", "的事")
+    assert corrected("章伟的事", held) == ("张伟的事", {"章伟": "张伟"})
+    # Asked twice: the query's bigrams, then every bigram a replacement would make.
+    assert len(held.asked) == 2
+    assert held.asked[0] == ["章伟", "伟的", "的事"]
+
+
+def test_the_homophone_must_fit_both_neighbours() -> None:
+    # 问张 is not held: 张 fits 伟 but not 问, which is no evidence of a slip.
+    assert corrected("问章伟", held_of("张伟")) == ("问章伟", {})
+    assert corrected("问章伟", held_of("问张", "张伟")) == ("问张伟", {"章伟": "张伟"})
+
+
+def test_a_particle_neighbour_is_no_evidence() -> None:
+    # 据吗 need not be held: 吗 goes with anything.
+    assert corrected("数剧吗", held_of("数据")) == ("数据吗", {"数剧": "数据"})
+    assert corrected("配制的", held_of("配置")) == ("配置的", {"配制": "配置"})
+    # A pronoun or 和 before a word is a neighbour like any other.
+    assert corrected("和章伟", held_of("张伟")) == ("和章伟", {})
+
+
+def test_a_character_the_store_holds_beside_a_neighbour_is_meant() -> None:
+    # 前移 is a word the store holds: 前 is what the user meant, whatever 库前 finds.
+    held = held_of("数据", "据库", "前移", "库迁", "迁移")
+    assert corrected("数据库前移", held) == ("数据库前移", {})
+    # A store that never wrote 前移 (nor 库前) but wrote 数据库迁移: 迁 fits both sides.
+    assert corrected("数据库前移", held_of("数据", "据库", "库迁", "迁移")) == (
+        "数据库迁移",
+        {"前移": "迁移"},
+    )
+
+
+def test_function_characters_are_never_slips() -> None:
+    assert corrected("你再", held_of("你在")) == ("你再", {})
+    assert corrected("他有", held_of("它有")) == ("他有", {})
+    # Nor read as one when the homophone is an ordinary character (塔, read tā too).
+    assert corrected("他有", held_of("塔有")) == ("他有", {})
+
+
+def test_nothing_held_nothing_corrected() -> None:
+    held = held_of()
+    assert corrected("章伟", held) == ("章伟", {})
+    assert corrected("hello world", held) == ("hello world", {})
+    # Asked about the query's bigram and the replacements' (ASCII text: never asked).
+    assert held.asked[0] == ["章伟"] and "张伟" in held.asked[1] and len(held.asked) == 2
+
+
+def test_pasted_text_is_searched_as_written_without_asking() -> None:
+    held = held_of("张伟")
+    long = "今天天气很好我们去公园散步吧" * 4 + "章伟"
+    assert not may_hold_slips(long)
+    assert corrected(long, held) == (long, {})
+    assert held.asked == []
+
+
+def test_too_many_unknown_characters_are_a_new_topic() -> None:
+    # Seven characters none of whose bigrams the store holds: not a slip in a question
+    # the store can answer, a question about something it never held.
+    held = held_of("张伟")
+    assert len("章伟量子计算机") > homophones.MAX_SLIPS
+    assert corrected("章伟量子计算机", held) == ("章伟量子计算机", {})
+    assert len(held.asked) == 1
+
+
+def test_traditional_characters_keep_their_place() -> None:
+    text, fixes = corrected("問章偉的事", held_of("问张", "张伟", "伟的", "的事"))
+    # Folded to look up, written as typed but for the corrected character.
+    assert text == "問张偉的事"
+    assert fixes == {"章偉": "张伟"}
+
+
+@given(st.text(alphabet=st.sampled_from('章张伟的事数据库迁移前 abc，。?"*')))
+def test_any_text_is_corrected_without_raising(text: str) -> None:
+    fixed, fixes = corrected(text, held_of("张伟", "迁移", "数据", "据库", "库迁"))
+    assert len(fixed) == len(text)
+    assert bool(fixes) == (fixed != text)
+
+
+def test_respell_combines_english_typos_and_chinese_slips() -> None:
+    held = held_of("education", "张伟")
+    assert spelling.respell("章伟 educaton", held) == (
+        "张伟 education",
+        {"educaton": "education", "章伟": "张伟"},
+    )
+    # Explicit queries are searched as written.
+    assert spelling.respell('"章伟"', held) == ('"章伟"', {})
+    assert spelling.respell("章伟 AND 数据", held) == ("章伟 AND 数据", {})
+    assert spelling.searched_as({"章伟": "张伟"}) == (
+        "Searched '张伟' for '章伟' (quote a word to search it as written)."
+    )
+
+
+def test_without_the_reading_table_queries_are_searched_as_written(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib.util
+
+    monkeypatch.setattr(homophones, "_table", None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    homophones.sounds_alike.cache_clear()
+    try:
+        with caplog.at_level("WARNING"):
+            assert corrected("章伟", held_of("张伟")) == ("章伟", {})
+        assert "homophone correction is off" in caplog.text
+    finally:
+        homophones.sounds_alike.cache_clear()
+    monkeypatch.setattr(homophones, "_table", None)
+
+
+# -- through the stores, on every backend -----------------------------------------------------
+
+
+def fill(store: Any) -> None:
+    store.create_session("team", source="cli")
+    store.append_message("team", "user", "上次和张伟讨论了数据库迁移的问题，结论是下周二做。")
+    store.create_session("park", source="cli")
+    store.append_message("park", "user", "明天去公园看看花。")
+
+
+def test_a_slip_finds_what_the_name_would(store: Any) -> None:
+    fill(store)
+    hits = store.search_sessions("上次和章伟说了什么？")
+    assert hits and hits[0]["session_id"] == "team"
+    assert "张伟<<<" in hits[0]["snippet"]
+    assert store.rank("章伟的事").corrections == {"章伟": "张伟"}
+    assert store.respell("章伟") == ("张伟", {"章伟": "张伟"})
+    assert [h["session_id"] for h in store.search_messages("章伟")] == ["team"]
+    # Quoted, or with correction off, it is searched as written.
+    assert store.search_messages('"章伟"') == []
+    store.typos = False
+    assert store.search_messages("章伟") == []
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    yield from yield_facts(str(request.param), tmp_path)
+
+
+def test_facts_search_and_recall_correct_slips(facts: Any) -> None:
+    colleague = facts.add("张伟是我的同事，负责数据库迁移。")
+    facts.add("明天去公园看看花。")
+    assert [f.id for f in facts.search("章伟")] == [colleague.id]
+    assert facts.search('"章伟"') == []
+    assert [f.id for f in facts.recall("章伟负责什么")] == [colleague.id]
+
+
+def test_session_search_says_what_it_searched(tmp_path: Path, memstrata_home: Path) -> None:
+    from helpers import make_config
+    from memstrata.search.recall import session_search
+    from memstrata.store.sqlite.store import SessionStore
+
+    with SessionStore(tmp_path / "state.db") as store:
+        fill(store)
+        result = session_search(store, "章伟", config=make_config(memstrata_home))
+        assert result["corrected"] == {"章伟": "张伟"}
+        assert "Searched '张伟' for '章伟'" in result["message"]
+        assert "张伟" in result["results"][0]["excerpt"]
