@@ -345,6 +345,50 @@ def queries(seed: int = SEED) -> dict[str, list[str]]:
     return out
 
 
+# Pinyin input-method slips of the corpus's Chinese words: the word as typed (another
+# character, or word, of the same sound) and the word meant.
+ZH_SLIPS = (
+    ("数剧", "数据"),
+    ("配制", "配置"),
+    ("部属", "部署"),
+    ("日至", "日志"),
+    ("接扣", "接口"),
+    ("权线", "权限"),
+    ("超市", "超时"),
+    ("对列", "队列"),
+    ("条度", "调度"),
+    ("镜象", "镜像"),
+    ("锁引", "索引"),
+    ("前移", "迁移"),
+    ("被份", "备份"),
+    ("同部", "同步"),
+    ("正书", "证书"),
+    ("密要", "密钥"),
+    ("令排", "令牌"),
+    ("回棍", "回滚"),
+    ("灰渡", "灰度"),
+    ("延尺", "延迟"),
+)
+
+
+def zh_questions(seed: int = SEED) -> list[str]:
+    """Chinese questions of 12-20 characters about the corpus's words, as a user types
+    them: 20 as written and 20 with one of :data:`ZH_SLIPS` (the word typed with a
+    homophone), in a fixed order. Not a class of :func:`queries` (the store benchmark's
+    classes stay as they are); the A/B harnesses ask them as ``zhq``."""
+    rng = random.Random(seed + 1)
+    zh2 = [w for w in _ZH_WORDS if len(w) == 2][8:120]
+    frames = ("上次{a}的{b}是怎么处理的？", "{a}和{b}的问题解决了吗", "我们讨论过{a}{b}吗？")
+    out = []
+    for i in range(40):
+        typed, meant = ZH_SLIPS[i % len(ZH_SLIPS)]
+        word = typed if i >= 20 else meant
+        other = rng.choice(zh2)
+        frame = frames[i % len(frames)]
+        out.append(frame.format(a=word, b=other) if i % 2 else frame.format(a=other, b=word))
+    return out
+
+
 # ------------------------------------------------------------------------ conversation
 @dataclass
 class Session:

@@ -129,7 +129,10 @@ PASTED = ("pasted_cjk", "pasted_code")
 
 
 def class_queries(cls: str) -> list[str]:
-    """The queries of one class: the corpus's, or ten pasted pages for a PASTED class."""
+    """The queries of one class: the corpus's, ``zhq`` (Chinese questions, half with a
+    homophone slip: corpus.zh_questions), or ten pasted pages for a PASTED class."""
+    if cls == "zhq":
+        return corpus.zh_questions()
     if cls not in PASTED:
         return corpus.queries()[cls]
     import pg_query_bounds  # only these classes need it
@@ -316,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--classes",
         default="phrase",
-        help=f"query classes, comma-separated (corpus classes, or {', '.join(PASTED)})",
+        help=f"query classes, comma-separated (corpus classes, zhq, or {', '.join(PASTED)})",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)

@@ -67,6 +67,7 @@ CLASSES = (
     "cjk2",
     "glued",
     "identifiers",
+    "zhq",
 )
 CLASS_LABELS = {
     "word": "word",
@@ -78,6 +79,7 @@ CLASS_LABELS = {
     "cjk2": "CJK 2",
     "glued": "glued",
     "identifiers": "identifiers",
+    "zhq": "Chinese question",
 }
 # The probe statement of memstrata.store.postgres.search (both versions start it so).
 # The probe statement: with the sample of the tenant's newest rows, or through the
@@ -97,6 +99,8 @@ def queries(classes: tuple[str, ...] = CLASSES) -> dict[str, list[str]]:
     # does), so both sides of the substring fallback are measured.
     idents = [p.needle for p in corpus.PLANTS if p.query_class == "prefix" and "_" in p.needle]
     out["identifiers"] = [*idents, *(i[2:] for i in idents)]
+    # Chinese questions as users type them, half with a homophone slip of a word.
+    out["zhq"] = corpus.zh_questions()
     return {c: out[c] for c in classes}
 
 

@@ -136,3 +136,67 @@ def test_recall_misses_counts_what_a_missing_session_shares(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "gold sessions missing from the top 5: 1" in done.stdout
     assert "no content word shared: 1 (100%)" in done.stdout
+
+
+def test_homophones_benchmark_recovers_a_slip(tmp_path: Path) -> None:
+    """benchmarks/homophones.py on a tiny MADial-format folder: the memory's span asked
+    with a homophone slip is found once corrected, and nothing clean is changed."""
+    import subprocess
+
+    memories = {
+        "1": {
+            "id": 1,
+            "user-id": 1,
+            "time": "2024-05-02",
+            "event": "张伟教我做蛋糕，我们一起烤了巧克力蛋糕",
+            "scene": "家里",
+            "emotion": "开心",
+        },
+        "2": {
+            "id": 2,
+            "user-id": 1,
+            "time": "2024-05-03",
+            "event": "我在公园里看到很多漂亮的花朵和蝴蝶",
+            "scene": "公园",
+            "emotion": "放松",
+        },
+    }
+    dialogue = {
+        "id": 0,
+        "user-id": 1,
+        "relevant-id": [1],
+        "test-turn": [2],
+        "dialogue": [
+            '<Bart>:"我想再做一次蛋糕。"',
+            '<Assistant>:"好主意！"',
+            '<Bart>:"你还记得吗？"',
+        ],
+    }
+    (tmp_path / "tiny-memory.jsonl").write_text(
+        json.dumps(memories, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (tmp_path / "tiny-dialogue.jsonl").write_text(
+        json.dumps(dialogue, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    out = tmp_path / "homophones.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(CORPUS_PATH.parent / "homophones.py"),
+            str(tmp_path),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = out.read_text(encoding="utf-8")
+    assert "| clean, correction on |" in report
+    # The slipped windows: found by none but one as typed, by every one corrected.
+    windows = report.split("## windows of 2-3 characters")[1]
+    assert "| slip, correction off | 0.250 | 0.250 | 3 |" in windows
+    assert "| slip, correction on | 1.000 | 1.000 | 0 |" in windows
+    assert "Clean queries changed by correction (wrong corrections): 0 of" in report
