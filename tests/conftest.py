@@ -239,3 +239,9 @@ def yield_facts(kind: str, folder: Path) -> Iterator[Any]:
         if kind != "sqlite":
             store.delete_namespace()
         store.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A facts store on each backend (a module may define its own ``facts``)."""
+    yield from yield_facts(str(request.param), tmp_path)

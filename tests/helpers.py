@@ -325,3 +325,17 @@ def tokens_sql(vector: str) -> str:
 def local_ts(year: int, month: int, day: int, hour: int = 12) -> float:
     """Unix seconds of a local time (noon by default), as the date tests name days."""
     return datetime(year, month, day, hour).timestamp()
+
+
+def held_of(*words: str) -> Any:
+    """A store's ``held_words`` over a fixed vocabulary, recording each question asked
+    (``held.asked``): for the typo and homophone correction tests."""
+    vocabulary = set(words)
+    asked: list[list[str]] = []
+
+    def held(ws: list[str]) -> list[str]:
+        asked.append(list(ws))
+        return [w for w in ws if w in vocabulary]
+
+    held.asked = asked  # type: ignore[attr-defined]
+    return held

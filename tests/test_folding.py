@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import PG_DSN, yield_facts
+from conftest import PG_DSN
 from memstrata.providers.facts.store import FactStore
 from memstrata.query.cjk import cjk_terms, unfolded_cjk_terms
 from memstrata.query.compile import compile_query
@@ -87,11 +86,6 @@ def test_full_width_and_ascii_find_each_other(store: Any) -> None:
     assert set(sessions(store, "api")) >= {"fw", "en"}
     assert set(sessions(store, "ＡＰＩ")) >= {"fw", "en"}
     assert sessions(store, "１２３４")[:1] == ["fw"] == sessions(store, "1234")[:1]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    yield from yield_facts(request.param, tmp_path)
 
 
 def test_facts_fold_too(facts: Any) -> None:

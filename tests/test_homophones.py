@@ -5,7 +5,6 @@ searched as written."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,21 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import yield_facts
+from helpers import held_of
 from memstrata.query import homophones, spelling
 from memstrata.query.homophones import FUNCTION_CHARS, corrected, may_hold_slips, sounds_alike
-
-
-def held_of(*bigrams: str) -> Any:
-    vocabulary = set(bigrams)
-    asked: list[list[str]] = []
-
-    def held(words: list[str]) -> list[str]:
-        asked.append(list(words))
-        return [w for w in words if w in vocabulary]
-
-    held.asked = asked  # type: ignore[attr-defined]
-    return held
 
 
 def test_homophones_are_common_characters_of_the_same_reading() -> None:
@@ -174,11 +161,6 @@ def test_a_slip_finds_what_the_name_would(store: Any) -> None:
     assert store.search_messages('"章伟"') == []
     store.typos = False
     assert store.search_messages("章伟") == []
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    yield from yield_facts(str(request.param), tmp_path)
 
 
 def test_facts_search_and_recall_correct_slips(facts: Any) -> None:

@@ -4,7 +4,6 @@ terms and explicit queries are searched as written."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import yield_facts
+from helpers import held_of
 from memstrata.query import spelling
 from memstrata.query.spelling import candidate_typos, corrections, edits, respelled
-
-
-def held_of(*words: str) -> Any:
-    vocabulary = set(words)
-    asked: list[list[str]] = []
-
-    def held(ws: list[str]) -> list[str]:
-        asked.append(list(ws))
-        return [w for w in ws if w in vocabulary]
-
-    held.asked = asked  # type: ignore[attr-defined]
-    return held
 
 
 def test_candidates_are_long_non_english_plain_words() -> None:
@@ -161,11 +148,6 @@ def test_another_tenants_words_are_not_a_vocabulary() -> None:
 
 
 # -- through the facts store, on every backend ----------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def facts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    yield from yield_facts(str(request.param), tmp_path)
 
 
 def test_facts_search_and_recall_correct_typos(facts: Any) -> None:
