@@ -521,6 +521,16 @@ def _build(lexemes: list[_Lexeme]) -> Node | None:
     return alternatives[0] if len(alternatives) == 1 else Node("or", tuple(alternatives))
 
 
+def is_explicit(query: str | None) -> bool:
+    """Whether ``query`` uses explicit syntax (operators, a quoted phrase, ``prefix*``), as
+    :func:`compile_query` reads it, without compiling its terms (what typo correction
+    asks of every query it might correct)."""
+    return any(
+        lex.kind == "op" or lex.kind == "phrase" or lex.prefix
+        for lex in _lex(fold(clean_text(query or "")))
+    )
+
+
 def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) -> CompiledQuery:
     """Compile a user query for every index; never raises for any string.
 

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 
 from memstrata.query import homophones
-from memstrata.query.compile import STOPWORDS, compile_query
+from memstrata.query.compile import STOPWORDS, is_explicit
 
 # Words shorter than this are never corrected: a four-letter word has dozens of English
 # neighbours one edit away, and a short typo is as likely another word as a slip.
@@ -180,7 +180,7 @@ def respell(
 ) -> tuple[str | None, dict[str, str]]:
     """A natural query with its typos and homophone slips corrected, and the
     corrections; an explicit query (operators, quotes, ``prefix*``) is taken as written."""
-    if not query or not may_correct(query) or compile_query(query).explicit:
+    if not query or not may_correct(query) or is_explicit(query):
         return query, {}
     return corrected(query, held)
 

@@ -15,6 +15,7 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import make_term
 
 if TYPE_CHECKING:
@@ -157,11 +158,10 @@ class FactTransaction(abc.ABC):
         words are not in it: a correction would tell that the store once held them."""
         probes: list[tuple[Index, str, Term]] = []
         owners: list[str] = []
-        indexes: tuple[Index, ...] = ("word", "cjk")
         for word in words:
             node = make_term(word)
             term = node.term if node is not None else None
-            for index in indexes:
+            for index in held_indexes(word):
                 rendered = term.render(index) if term is not None else None
                 if term is not None and rendered is not None:
                     probes.append((index, rendered, term))

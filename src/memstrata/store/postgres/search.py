@@ -37,6 +37,7 @@ from typing import Any
 import psycopg
 
 from memstrata.errors import SessionStoreError
+from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import CompiledQuery, Node, Term, make_term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
@@ -1435,9 +1436,11 @@ class SearchRows(Transaction):
         arms: list[tuple[str, list[Any]]] = []
         for w, t in asked:
             if rarity[t] == 0:
+                indexes = held_indexes(w)
                 for arm in term_sql(t, substrings=False).arms:
-                    owners.append(w)
-                    arms.append(arm)
+                    if "word" in indexes or arm[0].startswith("(m.cjk "):
+                        owners.append(w)
+                        arms.append(arm)
         if arms:
             found = held_arms(self.conn, f"FROM messages m WHERE {tenant_sql()}", [self.ns], arms)
             held |= {owners[k] for k in found}

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import CompiledQuery, make_term
 from memstrata.query.filters import Filters
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
@@ -49,7 +50,7 @@ class SearchRows(Transaction):
         for word in words:
             node = make_term(word)
             term = node.term if node is not None else None
-            if term is not None and any(index_hit(self.conn, i, term) for i in ("word", "cjk")):
+            if term is not None and any(index_hit(self.conn, i, term) for i in held_indexes(word)):
                 held.append(word)
         return held
 
