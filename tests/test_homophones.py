@@ -85,6 +85,17 @@ def test_pasted_text_is_searched_as_written_without_asking() -> None:
     assert held.asked == []
 
 
+def test_a_long_text_is_not_read_for_slips() -> None:
+    held = held_of("张伟")
+    text = "章伟" + " and more" * (homophones.MAX_CHARS // 9 + 1)
+    assert len(text) > homophones.MAX_CHARS
+    assert corrected(text, held) == (text, {})
+    assert held.asked == []
+    # The bound is read without folding or listing the text's runs: a megabyte of
+    # Chinese text is turned away at its 49th bigram.
+    assert not may_hold_slips("数据库迁移" * 200_000)
+
+
 def test_too_many_unknown_characters_are_a_new_topic() -> None:
     # Seven characters none of whose bigrams the store holds: not a slip in a question
     # the store can answer, a question about something it never held.

@@ -54,6 +54,7 @@ from memstrata.query.fold import fold
 __all__ = [
     "FUNCTION_CHARS",
     "MAX_BIGRAMS",
+    "MAX_CHARS",
     "PARTICLES",
     "MAX_SLIPS",
     "corrected",
@@ -64,6 +65,9 @@ __all__ = [
 # A query with more CJK bigrams than this is a pasted text or a conversation, not a
 # question typed with a slip in it: searched as written (and the store not asked).
 MAX_BIGRAMS = 48
+# Nor is a text longer than this (a question is shorter; a pasted page is read for
+# nothing else here).
+MAX_CHARS = 2_000
 # More candidate slips than this: the query is about something the store never held.
 MAX_SLIPS = 6
 # Particles end or join words whatever the word: the bigram of a character with one
@@ -160,11 +164,17 @@ def _runs(text: str) -> list[tuple[int, str]]:
 
 def may_hold_slips(text: str | None) -> bool:
     """Whether ``text`` could hold a slip (a run of two CJK characters or more, within
-    :data:`MAX_BIGRAMS`): a check without the store, before asking it."""
-    if not isinstance(text, str) or text.isascii():
+    :data:`MAX_BIGRAMS`, in at most :data:`MAX_CHARS`): a check without the store,
+    before asking it, whose work stops at the first bigram past the bound (folding
+    keeps a character CJK or not, so the text is read as written)."""
+    if not isinstance(text, str) or len(text) > MAX_CHARS or text.isascii():
         return False
-    runs = _runs(fold(text))
-    return bool(runs) and sum(len(r) - 1 for _, r in runs) <= MAX_BIGRAMS
+    bigrams = 0
+    for run in CJK_RUN.finditer(text):
+        bigrams += len(run.group()) - 1
+        if bigrams > MAX_BIGRAMS:
+            return False
+    return bigrams > 0
 
 
 def _sides(folded: str, at: int, start: int, end: int) -> list[int]:
