@@ -757,11 +757,13 @@ def test_the_sample_keeps_common_terms_out_of_gin_and_bounds_their_walk(
 def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
     pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Common terms whose rows holding them all cannot fill the page (the bigrams of a
-    Chinese word, which occur together): the AND walk and the OR walk in one pass give
-    the candidates the two walks give one after the other, in fewer statements; so do
+    """Common terms whose rows holding them all cannot fill the page, and which no one
+    index ANDs (a Latin word beside Chinese ones; here the CJK index's AND is taken
+    away, see the next test): the AND walk and the OR walk in one pass give the
+    candidates the two walks give one after the other, in fewer statements; so do
     terms whose rows holding some of them are plenty (its windows then test the AND)."""
     small_walks(monkeypatch, max_walk=250)
+    monkeypatch.setattr(pg_search, "_words_anded", lambda terms: None)
     pg.create_session("a")
     texts = []
     for i in range(300):
@@ -795,6 +797,32 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
             assert len(windows) > len(passes), (query, windows, passes)
         assert passes == one_pass, query
         assert len(together) > 25, query  # the 25 newest rows holding every term, and more
+
+
+def test_the_rows_holding_every_chinese_term_come_through_the_cjk_index(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Chinese word's bigrams, common each, ANDed in one scan of the CJK index: the
+    newest rows holding all of them, wherever they are, not only among the rows a walk
+    reads (MAX_WALK); before, the walk stopped there and filled the page with rows
+    holding one bigram only."""
+    small_walks(monkeypatch, max_walk=60)
+    pg.create_session("a")
+    texts = [
+        f"集群的文档 {i}" if i < 20 else f"集群 {i}" if i % 2 else f"文档 {i}" for i in range(300)
+    ]
+    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
+    with pg.connection(snapshot=True) as conn:
+        found = pg_search.collect_candidates(
+            conn, pg.namespace, compile_query("集群文档"), make_filters(), k=30, order="rank"
+        )
+        both = conn.execute(
+            "SELECT id FROM messages WHERE namespace = %s AND content LIKE %s",
+            (pg.namespace, "%集群的文档%"),
+        ).fetchall()
+    # The twenty oldest rows hold both words (not side by side: no row holds the whole
+    # term); 280 newer rows hold one each. Every one of the twenty is a candidate.
+    assert {int(r["id"]) for r in both} <= {c.id for c in found}
 
 
 def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(

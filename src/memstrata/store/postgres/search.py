@@ -195,6 +195,10 @@ def cjk_tsquery(rendered: str) -> str | None:
     return " & ".join(f"({g})" for g in groups) if len(groups) > 1 else groups[0]
 
 
+# A term's CJK arm as term_sql writes it (its tsquery follows).
+_CJK_ARM = "(m.cjk IS NOT NULL AND m.cjk @@ "
+
+
 def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
     """Render one term for the three indexes: a predicate true when any index finds it.
 
@@ -224,7 +228,7 @@ def term_sql(term: Term, *, substrings: bool = True) -> TermSql:
     if cjk is not None:
         # cjk is NULL for rows without CJK: the IS NOT NULL keeps the predicate two-valued,
         # or NOT (a term) would be NULL, not true, on every such row.
-        preds.append("(m.cjk IS NOT NULL AND m.cjk @@ %s::tsquery)")
+        preds.append(f"{_CJK_ARM}%s::tsquery)")
         params.append(cjk)
     trigram = _unquote(term.trigram) if term.trigram and substrings else None
     if trigram is not None:
@@ -1368,14 +1372,32 @@ def _boolean_ids(
 
 
 def _words_anded(terms: Sequence[TermSql]) -> tuple[str, list[Any]] | None:
-    """One word-index predicate for rows holding every one of ``terms`` (at least two,
-    each with a word arm): their ``tsquery`` ANDed (``&&``), so that one GIN scan
-    intersects their lists. None otherwise."""
-    queries = [_word_query(t) for t in terms]
-    if len(queries) < 2 or any(q is None for q in queries):
+    """One index's predicate for rows holding every one of ``terms`` (at least two): their
+    ``tsquery`` ANDed (``&&``), so that one GIN scan intersects their lists. The word
+    index when each term has a word arm; else the CJK index when each has a CJK arm (a
+    Chinese word's bigrams and their phrase: without it, the rows holding all of them
+    could only be walked to, 15 ms for the 10,000 newest rows of a tenant beside nine
+    others where a scan of the 1,023 rows holding them took 5). None otherwise.
+    """
+    if len(terms) < 2:
         return None
-    both = " && ".join(f"({q[0]})" for q in queries if q is not None)
-    return f"m.tsv @@ ({both})", [v for q in queries if q is not None for v in q[1]]
+    for column, arm_of in (("tsv", _word_query), ("cjk", _cjk_query)):
+        queries = [arm_of(t) for t in terms]
+        if all(q is not None for q in queries):
+            both = " && ".join(f"({q[0]})" for q in queries if q is not None)
+            values = [v for q in queries if q is not None for v in q[1]]
+            return f"m.{column} @@ ({both})", values
+    return None
+
+
+def _cjk_query(term: TermSql) -> tuple[str, list[Any]] | None:
+    """The term's CJK-index ``tsquery`` (SQL and values) when that is its only arm (CJK
+    text, which the CJK index holds wherever it is written), else None: a Latin word's
+    CJK arm holds it only glued to CJK text, so an AND through that index would miss the
+    rows holding it as a word."""
+    if len(term.arms) == 1 and term.arms[0][0].startswith(_CJK_ARM):
+        return "%s::tsquery", list(term.arms[0][1])
+    return None
 
 
 def _word_query(term: TermSql) -> tuple[str, list[Any]] | None:
@@ -1438,7 +1460,7 @@ class SearchRows(Transaction):
             if rarity[t] == 0:
                 indexes = held_indexes(w)
                 for arm in term_sql(t, substrings=False).arms:
-                    if "word" in indexes or arm[0].startswith("(m.cjk "):
+                    if "word" in indexes or arm[0].startswith(_CJK_ARM):
                         owners.append(w)
                         arms.append(arm)
         if arms:
