@@ -825,6 +825,27 @@ def test_the_rows_holding_every_chinese_term_come_through_the_cjk_index(
     assert {int(r["id"]) for r in both} <= {c.id for c in found}
 
 
+def test_a_common_term_older_than_the_walk_is_read_through_its_index(
+    pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One common term whose rows are all older than the walk reaches (MAX_WALK): the
+    walk sees it too sparse and gives up for one scan of its rows, which finds them;
+    before, the walk was the only plan for it and the page stayed empty."""
+    small_walks(monkeypatch, max_walk=60)
+    pg.create_session("a")
+    texts = [f"迁移计划 {i}" if i < 20 else f"其他内容 {i}" for i in range(300)]
+    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
+    with pg.connection(snapshot=True) as conn:
+        found = pg_search.collect_candidates(
+            conn, pg.namespace, compile_query("迁移"), make_filters(), k=30, order="rank"
+        )
+        older = conn.execute(
+            "SELECT id FROM messages WHERE namespace = %s AND content LIKE %s",
+            (pg.namespace, "迁移计划%"),
+        ).fetchall()
+    assert {c.id for c in found} == {int(r["id"]) for r in older}
+
+
 def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
     pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
