@@ -799,6 +799,24 @@ def test_one_pass_finds_what_the_and_walk_then_the_or_walk_find(
         assert len(together) > 25, query  # the 25 newest rows holding every term, and more
 
 
+def beyond_the_walk(
+    pg: PostgresSessionStore, texts: list[str], query: str, holding: str
+) -> tuple[set[int], set[int]]:
+    """``texts`` written in one session of a tenant whose walks stop at 60 rows: the ids
+    of the candidates of ``query`` (k 30) and of the rows whose text is LIKE ``holding``."""
+    pg.create_session("a")
+    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
+    with pg.connection(snapshot=True) as conn:
+        found = pg_search.collect_candidates(
+            conn, pg.namespace, compile_query(query), make_filters(), k=30, order="rank"
+        )
+        rows = conn.execute(
+            "SELECT id FROM messages WHERE namespace = %s AND content LIKE %s",
+            (pg.namespace, holding),
+        ).fetchall()
+    return {c.id for c in found}, {int(r["id"]) for r in rows}
+
+
 def test_the_rows_holding_every_chinese_term_come_through_the_cjk_index(
     pg: PostgresSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -807,22 +825,13 @@ def test_the_rows_holding_every_chinese_term_come_through_the_cjk_index(
     reads (MAX_WALK); before, the walk stopped there and filled the page with rows
     holding one bigram only."""
     small_walks(monkeypatch, max_walk=60)
-    pg.create_session("a")
+    # The twenty oldest rows hold both words (not side by side: no row holds the whole
+    # term); 280 newer rows hold one each. Every one of the twenty is a candidate.
     texts = [
         f"集群的文档 {i}" if i < 20 else f"集群 {i}" if i % 2 else f"文档 {i}" for i in range(300)
     ]
-    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
-    with pg.connection(snapshot=True) as conn:
-        found = pg_search.collect_candidates(
-            conn, pg.namespace, compile_query("集群文档"), make_filters(), k=30, order="rank"
-        )
-        both = conn.execute(
-            "SELECT id FROM messages WHERE namespace = %s AND content LIKE %s",
-            (pg.namespace, "%集群的文档%"),
-        ).fetchall()
-    # The twenty oldest rows hold both words (not side by side: no row holds the whole
-    # term); 280 newer rows hold one each. Every one of the twenty is a candidate.
-    assert {int(r["id"]) for r in both} <= {c.id for c in found}
+    found, both = beyond_the_walk(pg, texts, "集群文档", "%集群的文档%")
+    assert both <= found
 
 
 def test_a_common_term_older_than_the_walk_is_read_through_its_index(
@@ -832,18 +841,9 @@ def test_a_common_term_older_than_the_walk_is_read_through_its_index(
     walk sees it too sparse and gives up for one scan of its rows, which finds them;
     before, the walk was the only plan for it and the page stayed empty."""
     small_walks(monkeypatch, max_walk=60)
-    pg.create_session("a")
     texts = [f"迁移计划 {i}" if i < 20 else f"其他内容 {i}" for i in range(300)]
-    pg.append_messages("a", [{"role": "user", "content": t} for t in texts])
-    with pg.connection(snapshot=True) as conn:
-        found = pg_search.collect_candidates(
-            conn, pg.namespace, compile_query("迁移"), make_filters(), k=30, order="rank"
-        )
-        older = conn.execute(
-            "SELECT id FROM messages WHERE namespace = %s AND content LIKE %s",
-            (pg.namespace, "迁移计划%"),
-        ).fetchall()
-    assert {c.id for c in found} == {int(r["id"]) for r in older}
+    found, older = beyond_the_walk(pg, texts, "迁移", "迁移计划%")
+    assert found == older
 
 
 def test_rows_found_with_their_scoring_columns_score_as_rows_read_again(
