@@ -14,7 +14,6 @@ so a one-character query is the prefix query ``c*`` and never a table scan.
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from memstrata.query.fold import fold
 
@@ -28,14 +27,6 @@ CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _HAS_CJK = re.compile(f"[{_CJK_CLASS}]")
 _CHUNK = re.compile(r"\S+")
 _WORDS = re.compile(r"\w+")
-
-
-def held_indexes(word: str) -> tuple[Literal["word", "cjk"], ...]:
-    """The indexes that tell whether a store holds ``word`` (typo and homophone
-    correction): the CJK index alone for CJK text (every CJK character is in its
-    bigrams, and the word index holds a run only whole), both for anything else (a
-    Latin word glued to CJK text is in the CJK index only)."""
-    return ("cjk",) if CJK_RUN.fullmatch(word) else ("word", "cjk")
 
 
 def has_cjk(text: str | None) -> bool:

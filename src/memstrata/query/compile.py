@@ -525,10 +525,11 @@ def is_explicit(query: str | None) -> bool:
     """Whether ``query`` uses explicit syntax (operators, a quoted phrase, ``prefix*``), as
     :func:`compile_query` reads it, without compiling its terms (what typo correction
     asks of every query it might correct)."""
-    return any(
-        lex.kind == "op" or lex.kind == "phrase" or lex.prefix
-        for lex in _lex(fold(clean_text(query or "")))
-    )
+    return _explicit(_lex(fold(clean_text(query or ""))))
+
+
+def _explicit(lexemes: list[_Lexeme]) -> bool:
+    return any(lex.kind == "op" or lex.kind == "phrase" or lex.prefix for lex in lexemes)
 
 
 def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) -> CompiledQuery:
@@ -542,7 +543,7 @@ def compile_query(query: str | None, *, stopwords: Iterable[str] | None = None) 
     # Folded as the CJK index is (memstrata.query.fold): 數據庫 searches 数据库, ＡＰＩ API.
     text = fold(clean_text(query or ""))
     lexemes = _lex(text)
-    explicit = any(lex.kind == "op" or lex.kind == "phrase" or lex.prefix for lex in lexemes)
+    explicit = _explicit(lexemes)
     stop = STOPWORDS if stopwords is None else frozenset(w.lower() for w in stopwords)
     filtered = [lex for lex in lexemes if not _is_stop(lex, stop)]
     stopwords_only = not any(lex.kind != "op" for lex in filtered)

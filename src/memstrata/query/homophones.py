@@ -221,10 +221,9 @@ def corrected(
     # The bigrams each replacement makes with its first neighbour, then, for those the
     # store holds, with its second (a few, where asking both at once was hundreds).
     first = {
-        b: None
+        _pair(folded, at, sides[0], o): None
         for at, sides in slips
         for o in sounds_alike(folded[at])
-        for b in [_pair(folded, at, sides[0], o)]
     }
     present |= set(held(list(first)))
     second = {

@@ -347,9 +347,10 @@ class Transaction(abc.ABC):
 
     @abc.abstractmethod
     def held_words(self, words: Sequence[str]) -> list[str]:
-        """Those of ``words`` (lowercase Latin words) that some message of the store holds
-        as its word index reads them (stemmed: ``received`` is held by ``receive``), in
-        any row, visible or not: the vocabulary a typo is corrected against."""
+        """Those of ``words`` (lowercase Latin words, CJK bigrams) that some message of
+        the store holds as its word index reads them (stemmed: ``received`` is held by
+        ``receive``) or its CJK index, in any row, visible or not: the vocabulary a typo
+        or a homophone slip is corrected against."""
 
     @abc.abstractmethod
     def written_between(

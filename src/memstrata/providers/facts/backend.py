@@ -15,7 +15,6 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import make_term
 
 if TYPE_CHECKING:
@@ -152,16 +151,19 @@ class FactTransaction(abc.ABC):
         return [self.term_ids(index, expression, term) for index, expression, term in probes]
 
     def held_words(self, words: Sequence[str]) -> list[str]:
-        """Those of ``words`` (lowercase Latin words) that some live fact holds, as the
-        word index reads them or, glued to CJK text, the CJK index: the vocabulary a
-        typo is corrected against (:mod:`memstrata.query.spelling`). A forgotten fact's
-        words are not in it: a correction would tell that the store once held them."""
+        """Those of ``words`` (lowercase Latin words, CJK bigrams) that some live fact
+        holds, as the word index reads them or the CJK index (CJK text, and a Latin word
+        glued to it): the vocabulary a typo or a homophone slip is corrected against
+        (:mod:`memstrata.query.spelling`, :mod:`memstrata.query.homophones`). A
+        forgotten fact's words are not in it: a correction would tell that the store
+        once held them."""
         probes: list[tuple[Index, str, Term]] = []
         owners: list[str] = []
+        indexes: tuple[Index, ...] = ("word", "cjk")
         for word in words:
             node = make_term(word)
             term = node.term if node is not None else None
-            for index in held_indexes(word):
+            for index in indexes:
                 rendered = term.render(index) if term is not None else None
                 if term is not None and rendered is not None:
                     probes.append((index, rendered, term))

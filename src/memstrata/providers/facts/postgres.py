@@ -244,6 +244,14 @@ def _word_query(rendered: str) -> tuple[str, list[Any]] | None:
     )
 
 
+def _probe_arms(
+    probes: Sequence[tuple[Index, str, Term]],
+) -> list[tuple[int, tuple[str, list[Any], str, list[Any]]]]:
+    """Each probe an index can see, by its number, with its :func:`_arm`."""
+    arms = ((k, _arm(index, term)) for k, (index, _, term) in enumerate(probes))
+    return [(k, arm) for k, arm in arms if arm is not None]
+
+
 def _arm(index: Index, term: Term) -> tuple[str, list[Any], str, list[Any]] | None:
     """One index's predicate for ``term`` and its rank expression (None: it cannot see it)."""
     rendered = term.render(index)
@@ -619,11 +627,7 @@ class PostgresFactTransaction(ServerFactRows, FactTransaction):
     def terms_ids(self, probes: Sequence[tuple[Index, str, Term]]) -> list[set[int]]:
         # Every probe in one statement: the tenant's facts each matches (k: the probe's
         # number). A probe no index can see has none.
-        live = [
-            (k, arm)
-            for k, (index, _, term) in enumerate(probes)
-            if (arm := _arm(index, term)) is not None
-        ]
+        live = _probe_arms(probes)
         found: list[set[int]] = [set() for _ in probes]
         if not live:
             return found
@@ -639,16 +643,12 @@ class PostgresFactTransaction(ServerFactRows, FactTransaction):
     def live_held(self, probes: Sequence[tuple[Index, str, Term]]) -> list[bool]:
         # Whether a live fact holds each probe (store.postgres.held: the probes of one
         # index in one subquery over their values, not one subquery each).
-        live = [
-            (k, (arm[0], arm[1]))
-            for k, (index, _, term) in enumerate(probes)
-            if (arm := _arm(index, term)) is not None
-        ]
+        live = _probe_arms(probes)
         found = held_arms(
             self.conn,
             "FROM facts f WHERE f.namespace = %s AND f.status = 'live'",
             [self.ns],
-            [arm for _, arm in live],
+            [(arm[0], arm[1]) for _, arm in live],
         )
         held = {live[i][0] for i in found}
         return [k in held for k in range(len(probes))]

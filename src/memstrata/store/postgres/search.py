@@ -37,7 +37,6 @@ from typing import Any
 import psycopg
 
 from memstrata.errors import SessionStoreError
-from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import CompiledQuery, Node, Term, make_term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
@@ -1452,11 +1451,11 @@ class SearchRows(Transaction):
     def held_words(self, words: Sequence[str]) -> list[str]:
         # The tenant's ranking sample answers first: a word in its newest rows is held,
         # and when the sample is the whole tenant it answers for every word. Only the
-        # words it does not hold are looked up in the GIN indexes (word and CJK arms: a
-        # Latin word glued to CJK text is in the CJK index only), one statement for all
-        # of them. A GIN scan reads a word's whole posting list even for LIMIT 1, so a
-        # common word looked up there cost 5 ms at 100k rows; a word the sample misses
-        # is rare, and its list short.
+        # words it does not hold are looked up in the GIN indexes (each word's arms: a
+        # Latin word's word and CJK ones, for it glued to CJK text; a CJK bigram's CJK
+        # one), one statement for all of them (store.postgres.held). A GIN scan reads a
+        # word's whole posting list even for LIMIT 1, so a common word looked up there
+        # cost 5 ms at 100k rows; a word the sample misses is rare, and its list short.
         asked = []
         for word in words:
             node = make_term(word)
@@ -1467,16 +1466,13 @@ class SearchRows(Transaction):
         stats, _, _ = self.sampled.read(self.conn, self.ns)
         rarity = ranking.rarity(self.conn, [t for _, t in asked], stats, TS_CONFIG, cjk_tsquery)
         held = {w for w, t in asked if 0 < rarity[t] < math.inf}
-        # Each index's predicate of each word the sample lacks (word and CJK arms).
         owners: list[str] = []
         arms: list[tuple[str, list[Any]]] = []
         for w, t in asked:
             if rarity[t] == 0:
-                indexes = held_indexes(w)
                 for arm in term_sql(t, substrings=False).arms:
-                    if "word" in indexes or arm[0].startswith(_CJK_ARM):
-                        owners.append(w)
-                        arms.append(arm)
+                    owners.append(w)
+                    arms.append(arm)
         if arms:
             found = held_arms(self.conn, f"FROM messages m WHERE {tenant_sql()}", [self.ns], arms)
             held |= {owners[k] for k in found}

@@ -11,7 +11,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memstrata.query.cjk import held_indexes
 from memstrata.query.compile import CompiledQuery, make_term
 from memstrata.query.filters import Filters
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
@@ -42,15 +41,16 @@ class SearchRows(Transaction):
         return collect_candidates(self.conn, compiled, filters, k=k, order=order)
 
     def held_words(self, words: Sequence[str]) -> list[str]:
-        # A lookup of each index that finds a plain word: the word index, and the CJK
-        # index for a Latin word glued to CJK text (`youer` in `修改youer服务端`). The
-        # words are few (a query's typos and their neighbours), and a lookup of a word
-        # no row holds reads one b-tree page.
+        # A lookup of each index that can find the word: the word index, and the CJK
+        # index for CJK text and a Latin word glued to it (`youer` in `修改youer服务端`);
+        # a CJK bigram has no word rendering, so it costs one lookup. A lookup of a word
+        # no row holds reads one b-tree page (a Chinese question with a slip asks about
+        # a few hundred bigrams: about 15 us each).
         held = []
         for word in words:
             node = make_term(word)
             term = node.term if node is not None else None
-            if term is not None and any(index_hit(self.conn, i, term) for i in held_indexes(word)):
+            if term is not None and any(index_hit(self.conn, i, term) for i in ("word", "cjk")):
                 held.append(word)
         return held
 
