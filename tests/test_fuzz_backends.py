@@ -1,6 +1,6 @@
 """Fuzzing the write and search paths of every backend with the same hostile text.
 
-PostgreSQL holds text SQLite takes without a thought (a lexeme past 2,047 bytes, a NUL,
+PostgreSQL holds text SQLite takes without a thought (a lexeme past 2,046 bytes, a NUL,
 an index key past a page's third), and the CJK vector and its queries are built by the
 store itself: a message that one backend stores and the other refuses is lost on the
 other. Any text must be stored, and searching for it, for its words or with it as a

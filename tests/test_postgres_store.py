@@ -229,7 +229,7 @@ def test_namespace_and_dsn_come_from_config(memstrata_home: Path) -> None:
 def test_a_value_past_a_server_limit_is_bad_input_not_a_server_down(
     pg: PostgresSessionStore,
 ) -> None:
-    """A statement the server refuses for a limit (here a lexeme past 2,047 bytes) is the
+    """A statement the server refuses for a limit (here a lexeme past 2,046 bytes) is the
     store error that says to shorten the value, cut short: not "check the server is up"
     with the whole value quoted."""
     limit = pytest.raises(SessionStoreError, match="past one of its limits")

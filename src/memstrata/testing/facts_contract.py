@@ -249,7 +249,7 @@ class FactStoreContractSuite:
         assert [f.id for f in facts.recall("我们今天喝什么咖啡？")] == [fact.id]
 
     def test_a_word_longer_than_a_lexeme_beside_chinese_is_stored(self, facts: Store) -> None:
-        """A word past 2,047 bytes (PostgreSQL's longest lexeme) in a Chinese fact: the
+        """A word past 2,046 bytes (PostgreSQL's longest lexeme) in a Chinese fact: the
         fact is stored and found by its Chinese words; the long word searches without
         an error."""
         blob = "é" * 700  # 1,400 bytes; doubled below
@@ -258,6 +258,12 @@ class FactStoreContractSuite:
         for query in (blob + blob, f"数据库{blob}{blob}"):
             facts.search(query)
             facts.recall(query)
+        for size in (2046, 2047, 2048):  # a tsquery holds 2,046 bytes, a tsvector 2,047
+            word = "y" * size
+            facts.add(f"集群迁移{word}", category="note", subject="agent")
+            for query in (word, f"集群迁移{word}"):
+                facts.search(query)
+                facts.recall(query)
 
     def test_explicit_operators_keep_their_meaning(self, facts: Store) -> None:
         facts.add("User likes green tea")

@@ -143,7 +143,7 @@ class StoreContractSuite:
         assert store.search_messages("kept") == []
 
     def test_a_word_longer_than_a_lexeme_is_stored_and_searched(self, store: Store) -> None:
-        """A word past 2,047 bytes (PostgreSQL's longest lexeme: a pasted base64 blob, a
+        """A word past 2,046 bytes (PostgreSQL's longest lexeme: a pasted base64 blob, a
         minified line) beside Chinese text is stored and its message found by its other
         words; searching for the long word itself answers without an error."""
         blob = "é" * 1500  # 3,000 bytes
@@ -153,6 +153,18 @@ class StoreContractSuite:
         for query in (blob, "y" * 3000, f"数据库{blob}", f'"{blob}"', f"{blob[:700]}*"):
             store.search_messages(query)
             store.search_sessions(query)
+
+    def test_a_word_at_the_lexeme_bound_is_stored_and_searched(self, store: Store) -> None:
+        """Words of 2,046 to 2,048 bytes beside Chinese: a tsvector holds 2,047 bytes but
+        a tsquery (PostgreSQL 18) only 2,046, so the bound is the smaller; a word of
+        exactly 2,047 once went into the CJK vector and its search failed."""
+        for size in (2046, 2047, 2048):
+            word = "y" * size
+            (msg,) = _conversation(store, f"s{size}", f"数据库{word} 迁移完成")
+            assert msg in [h["id"] for h in store.search_messages("数据库")]
+            for query in (word, f"数据库{word}", f"\x00{word}", f'"{word[:60]}"'):
+                assert isinstance(store.search_messages(query), list)
+                assert isinstance(store.search_sessions(query), list)
 
     def test_a_message_of_megabytes_is_stored_whole_and_found(self, store: Store) -> None:
         """A tool's output of megabytes with as many distinct words, or a Chinese text of

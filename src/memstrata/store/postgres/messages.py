@@ -91,12 +91,15 @@ def cjk_row(
     return vector, sum(min(len(ps), MAX_POSITIONS) for ps in positions.values())
 
 
-# The longest lexeme a tsvector or tsquery holds, in bytes (PostgreSQL's MAXSTRLEN): a
-# longer one fails the whole statement ("word is too long"). to_tsvector and
-# phraseto_tsquery leave longer words out with a notice; the CJK vector and its queries,
-# built here, leave them out the same way. A non-CJK word of a chunk holding CJK (a
-# pasted base64 blob or minified line beside a Chinese word) failed the append before.
-MAX_LEXEME_BYTES = 2047
+# The longest lexeme both a tsvector and a tsquery hold, in bytes: a longer one fails
+# the whole statement ("word is too long"). A tsvector takes 2,047 (MAXSTRLEN) but a
+# tsquery only 2,046 (pushValue refuses lenval >= MAXSTRLEN: PostgreSQL 18 does, some
+# 15.x builds let 2,047 through), so a 2,047-byte word stored in the CJK vector could
+# be written but never searched. to_tsvector and phraseto_tsquery leave longer words out
+# with a notice; the CJK vector and its queries, built here, leave them out the same
+# way. A non-CJK word of a chunk holding CJK (a pasted base64 blob or minified line
+# beside a Chinese word) failed the append before.
+MAX_LEXEME_BYTES = 2046
 
 
 def too_long(lexeme: str) -> bool:
