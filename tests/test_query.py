@@ -15,7 +15,9 @@ from memstrata.query.compile import (
     STOPWORDS,
     clean_text,
     compile_query,
+    make_term,
     plain_or_query,
+    word_term,
 )
 from memstrata.store.sqlite import migrations, substring
 from memstrata.store.sqlite.store import SessionStore
@@ -336,3 +338,19 @@ def test_natural_text_finds_a_message_holding_one_of_its_words(
         assert mid in {h["id"] for h in hits}, (text, word, compile_query(text).match)
     finally:
         searchable.delete_messages([mid])
+
+
+# Two characters from anywhere, CJK ones (every block the bigram index knows, beyond the
+# Basic Multilingual Plane too) most often: word_term's bigram path must be make_term's.
+_CJK_SAMPLE = st.characters(min_codepoint=0x3000, max_codepoint=0x9FFF) | st.characters(
+    min_codepoint=0x20000, max_codepoint=0x2FFFF
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(_CJK_SAMPLE | st.characters(), min_size=1, max_size=3))
+def test_word_term_is_make_terms_term(word: str) -> None:
+    """The term a held-word lookup asks about is the one make_term builds for the word
+    (None when it builds none or an OR of several)."""
+    node = make_term(word)
+    assert word_term(word) == (node.term if node is not None else None)

@@ -15,7 +15,7 @@ import abc
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstrata.query.compile import make_term
+from memstrata.query.compile import word_term
 
 if TYPE_CHECKING:
     from memstrata.providers.facts.contract import FactChangeRow, FactRow, VectorRow
@@ -161,8 +161,7 @@ class FactTransaction(abc.ABC):
         owners: list[str] = []
         indexes: tuple[Index, ...] = ("word", "cjk")
         for word in words:
-            node = make_term(word)
-            term = node.term if node is not None else None
+            term = word_term(word)
             for index in indexes:
                 rendered = term.render(index) if term is not None else None
                 if term is not None and rendered is not None:

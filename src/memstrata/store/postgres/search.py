@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 
 from memstrata.errors import SessionStoreError
-from memstrata.query.compile import CompiledQuery, Node, Term, make_term
+from memstrata.query.compile import CompiledQuery, Node, Term, word_term
 from memstrata.query.filters import Filters, tool_call_pattern
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
@@ -1458,9 +1458,9 @@ class SearchRows(Transaction):
         # cost 5 ms at 100k rows; a word the sample misses is rare, and its list short.
         asked = []
         for word in words:
-            node = make_term(word)
-            if node is not None and node.term is not None:
-                asked.append((word, node.term))
+            term = word_term(word)
+            if term is not None:
+                asked.append((word, term))
         if not asked:
             return []
         stats, _, _ = self.sampled.read(self.conn, self.ns)

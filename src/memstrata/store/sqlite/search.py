@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from memstrata.query.compile import CompiledQuery, make_term
+from memstrata.query.compile import CompiledQuery, word_term
 from memstrata.query.filters import Filters
 from memstrata.store.backend import Candidate, HitRow, Order, Transaction
 from memstrata.store.hits import text_of
@@ -48,8 +48,7 @@ class SearchRows(Transaction):
         # a few hundred bigrams: about 15 us each).
         held = []
         for word in words:
-            node = make_term(word)
-            term = node.term if node is not None else None
+            term = word_term(word)
             if term is not None and any(index_hit(self.conn, i, term) for i in ("word", "cjk")):
                 held.append(word)
         return held
