@@ -242,14 +242,24 @@ def rank_newest(
                 (f"({match}) AND ({rendered})", int(found[-1][0])),
             ):
                 held.setdefault(int(rid), set()).add(rendered)
-    # A present term's frequency is taken as 1 (see memstrata.store.bm25.gain).
-    scored: list[tuple[int, float]] = []
+    # A present term's frequency is taken as 1 (see memstrata.store.bm25.gain), so a row's
+    # factor depends on its length alone: computed once per distinct _docsize value (a
+    # thousand rows hold a few dozen), and for an AND, whose rows all hold every positive
+    # term, the terms' weight is summed once. Same arithmetic as row by row, same floats.
+    factors: dict[bytes | None, float] = {}
+    every = sum(weight[t] for t in positive)
+    scored: list[tuple[float, int]] = []
     for rid, size in found:
-        factor = gain(1.0, _length(size, avgdl), avgdl)
-        credited = positive if held is None else _credited(tree, index, held.get(rid, set()))
-        scored.append((int(rid), -factor * sum(weight[t] for t in credited or ())))
-    scored.sort(key=lambda r: (r[1], -r[0]))
-    return scored
+        factor = factors.get(size)
+        if factor is None:
+            factor = factors[size] = gain(1.0, _length(size, avgdl), avgdl)
+        if held is None:
+            scored.append((-factor * every, -int(rid)))
+        else:
+            credited = _credited(tree, index, held.get(rid, set()))
+            scored.append((-factor * sum(weight[t] for t in credited or ()), -int(rid)))
+    scored.sort()
+    return [(-neg_rid, score) for score, neg_rid in scored]
 
 
 def _credited(node: Node, index: Index, held: set[str]) -> set[str] | None:
