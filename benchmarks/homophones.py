@@ -15,7 +15,8 @@ marks a slip, and a store that knows more bigrams offers more wrong corrections)
 The queries are synthetic and say so: from each memory's event, up to ``--spans`` runs
 of 4 to 10 Chinese characters between punctuation (chosen by a seeded generator), each
 asked as written ("clean") and with one character replaced by another of the same
-reading ("slip", the character and the replacement chosen by the same generator among
+reading, or, in a third set of 2-3 character windows, two side by side ("slip", the
+characters and the replacements chosen by the same generator among
 the characters :func:`memstrata.query.homophones.sounds_alike` offers, as a pinyin input
 method offers them). Each query asks ``search_sessions``; the rank of the memory it came
 from among the memory sessions found is what is scored: hit@1 and hit@5, with typo
@@ -82,10 +83,15 @@ def load(folder: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def make_queries(
-    memories: dict[str, str], spans: int, rng: random.Random, short: bool = False
+    memories: dict[str, str],
+    spans: int,
+    rng: random.Random,
+    short: bool = False,
+    double: bool = False,
 ) -> list[Query]:
     """Up to ``spans`` queries per memory: runs of 4-10 characters of its event, or
-    (``short``) a window of 2-3 characters inside a longer run (a name, a term)."""
+    (``short``) a window of 2-3 characters inside a longer run (a name, a term); one
+    character replaced, or (``double``) two side by side."""
     out = []
     for sid, text in memories.items():
         event = text.split("\x00")[0]
@@ -100,12 +106,17 @@ def make_queries(
         else:
             runs = [m.group() for m in CJK_RUN.finditer(event) if 4 <= len(m.group()) <= 10]
         for clean in rng.sample(runs, min(spans, len(runs))):
-            places = [i for i, ch in enumerate(clean) if sounds_alike(ch)]
+            width = 2 if double else 1
+            places = [
+                i
+                for i in range(len(clean) - width + 1)
+                if all(sounds_alike(ch) for ch in clean[i : i + width])
+            ]
             if not places:
                 continue
             at = rng.choice(places)
-            slip = clean[:at] + rng.choice(sounds_alike(clean[at])) + clean[at + 1 :]
-            out.append(Query(sid, clean, slip))
+            typed = "".join(rng.choice(sounds_alike(ch)) for ch in clean[at : at + width])
+            out.append(Query(sid, clean, clean[:at] + typed + clean[at + width :]))
     return out
 
 
@@ -198,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         "windows of 2-3 characters": make_queries(
             memories, args.spans, random.Random(args.seed), short=True
         ),
+        "windows of 2-3 characters, two slips side by side": make_queries(
+            memories, args.spans, random.Random(args.seed), short=True, double=True
+        ),
     }
     with tempfile.TemporaryDirectory() as folder:
         store = SessionStore(Path(folder) / "state.db")
@@ -243,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(background):,} dialogue turns (every other one) as background, "
         f"{messages:,} messages. Queries "
         "(synthetic): text of the memories' events, each as written and with one "
-        "character replaced by another of the same reading. Scored: the rank of the "
+        "character replaced by another of the same reading (in the last set, two side "
+        "by side, each by one of its own reading). Scored: the rank of the "
         "query's memory among the memory sessions found.",
     ]
     for name, found in results.items():

@@ -73,8 +73,34 @@ def test_nothing_held_nothing_corrected() -> None:
     held = held_of()
     assert corrected("章伟", held) == ("章伟", {})
     assert corrected("hello world", held) == ("hello world", {})
-    # Asked about the query's bigram and the replacements' (ASCII text: never asked).
-    assert held.asked[0] == ["章伟"] and "张伟" in held.asked[1] and len(held.asked) == 2
+    # Asked about the query's bigram, the replacements', and (two unknown characters
+    # side by side) the pairs of replacements; ASCII text is never asked about.
+    assert held.asked[0] == ["章伟"] and "张伟" in held.asked[1]
+    assert "张维" in held.asked[2] and len(held.asked) == 3
+
+
+def test_two_slips_side_by_side_are_replaced_together() -> None:
+    # Neither 张 nor 伟 alone fits the other slip: only the pair is held.
+    held = held_of("张伟")
+    assert corrected("章维", held) == ("张伟", {"章维": "张伟"})
+    assert len(held.asked) <= 5
+    # The pair's outer neighbours must fit as a single slip's do; a particle is no
+    # evidence either way.
+    assert corrected("问章维", held_of("张伟")) == ("问章维", {})
+    assert corrected("问章维", held_of("问张", "张伟")) == ("问张伟", {"章维": "张伟"})
+    assert corrected("章维的事", held_of("张伟")) == ("张伟的事", {"章维": "张伟"})
+    assert corrected("数剧酷迁移", held_of("数据", "据库", "库迁", "迁移")) == (
+        "数据库迁移",
+        {"剧酷": "据库"},
+    )
+
+
+def test_too_many_pairs_are_not_asked_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 章 and 维 have 15 and 32 homophones: 480 pairs, past a bound of 100.
+    monkeypatch.setattr(homophones, "MAX_PAIRS", 100)
+    held = held_of("张伟")
+    assert corrected("章维", held) == ("章维", {})
+    assert all("张伟" not in asked for asked in held.asked)
 
 
 def test_pasted_text_is_searched_as_written_without_asking() -> None:
@@ -114,9 +140,11 @@ def test_traditional_characters_keep_their_place() -> None:
 
 @given(st.text(alphabet=st.sampled_from('章张伟的事数据库迁移前 abc，。?"*')))
 def test_any_text_is_corrected_without_raising(text: str) -> None:
-    fixed, fixes = corrected(text, held_of("张伟", "迁移", "数据", "据库", "库迁"))
+    held = held_of("张伟", "迁移", "数据", "据库", "库迁")
+    fixed, fixes = corrected(text, held)
     assert len(fixed) == len(text)
     assert bool(fixes) == (fixed != text)
+    assert len(held.asked) <= 5 and all(asked for asked in held.asked)
 
 
 def test_respell_combines_english_typos_and_chinese_slips() -> None:
@@ -167,6 +195,9 @@ def test_a_slip_finds_what_the_name_would(store: Any) -> None:
     assert "张伟<<<" in hits[0]["snippet"]
     assert store.rank("章伟的事").corrections == {"章伟": "张伟"}
     assert store.respell("章伟") == ("张伟", {"章伟": "张伟"})
+    # Both characters of the name typed wrong.
+    assert store.respell("章维") == ("张伟", {"章维": "张伟"})
+    assert [h["session_id"] for h in store.search_sessions("章维的问题")][:1] == ["team"]
     assert [h["session_id"] for h in store.search_messages("章伟")] == ["team"]
     # Quoted, or with correction off, it is searched as written.
     assert store.search_messages('"章伟"') == []
@@ -178,6 +209,7 @@ def test_facts_search_and_recall_correct_slips(facts: Any) -> None:
     colleague = facts.add("张伟是我的同事，负责数据库迁移。")
     facts.add("明天去公园看看花。")
     assert [f.id for f in facts.search("章伟")] == [colleague.id]
+    assert [f.id for f in facts.search("章维")] == [colleague.id]
     assert facts.search('"章伟"') == []
     assert [f.id for f in facts.recall("章伟负责什么")] == [colleague.id]
 

@@ -26,9 +26,13 @@ only when all of these hold:
 Function characters (particles, pronouns: :data:`FUNCTION_CHARS`) are never read as
 slips nor offered. Of several replacements the first in that order wins. Slips are
 corrected left to right, so a corrected character's bigrams count as held for the next.
-The store is asked three times at most: which of the query's bigrams it holds, which of
-the bigrams the replacements make with one neighbour, and, for those it holds, with the
-other.
+Two slips side by side (``章维`` for ``张伟``: each one's replacement fits only the
+other's) are replaced together when no single replacement fixes them: by two
+homophones whose bigram the store holds and that fit the pair's outer neighbours, at
+most :data:`MAX_PAIRS` pairs asked about. The store is asked five times at most: which
+of the query's bigrams it holds, which of the bigrams the replacements make with one
+neighbour, and, for those it holds, with the other; for slips side by side, the
+replacements' bigrams with the pair's outer neighbours, then the pairs.
 
 The price is English typo correction's: a term the store never held whose homophone it
 holds (a new name, ``章伟``, when only ``张伟`` was written) finds the homophone's
@@ -55,6 +59,7 @@ __all__ = [
     "FUNCTION_CHARS",
     "MAX_BIGRAMS",
     "MAX_CHARS",
+    "MAX_PAIRS",
     "PARTICLES",
     "MAX_SLIPS",
     "corrected",
@@ -70,6 +75,12 @@ MAX_BIGRAMS = 48
 MAX_CHARS = 2_000
 # More candidate slips than this: the query is about something the store never held.
 MAX_SLIPS = 6
+# The most pairs of homophones asked about for the query's slips side by side (see
+# _correct_pairs): two readings of 15-50 common characters each make 200-2,500. On
+# synthetic double slips of MADial-Bench's memories (benchmarks/homophones.py), 300
+# restored 74 of 163, 800 restored 90 and 3,000 92, at a p95 of 5, 10 and 17 ms of
+# correction on SQLite.
+MAX_PAIRS = 800
 # Particles end or join words whatever the word: the bigram of a character with one
 # (剧吗, 制的) says nothing of the character. (A pronoun or 和 before a word does say
 # something: with them counted, real words a small store lacked, 只想 after 我 and 实物
@@ -196,7 +207,7 @@ def corrected(
 ) -> tuple[str, dict[str, str]]:
     """``text`` with its slips replaced, and the corrections (the bigram as written ->
     the bigram searched). ``held(words)`` returns those of ``words`` (CJK bigrams here)
-    that some message of the store holds; it is asked at most three times."""
+    that some message of the store holds; it is asked at most five times."""
     if not may_hold_slips(text):
         return text, {}
     folded = fold(text)
@@ -237,6 +248,26 @@ def corrected(
         present |= set(held(list(second)))
     chars = list(folded)
     fixes: dict[str, str] = {}
+    _correct_singles(text, folded, chars, slips, present, fixes)
+    _correct_pairs(text, folded, chars, runs, slips, present, held, fixes)
+    if not fixes:
+        return text, {}
+    out = list(text)
+    for i, (was, now) in enumerate(zip(folded, chars, strict=True)):
+        if was != now:
+            out[i] = now
+    return "".join(out), fixes
+
+
+def _correct_singles(
+    text: str,
+    folded: str,
+    chars: list[str],
+    slips: Sequence[tuple[int, list[int]]],
+    present: set[str],
+    fixes: dict[str, str],
+) -> None:
+    """Replace, in ``chars``, each slip whose homophone fits every neighbour it counts."""
     for at, sides in slips:
         # Left to right: a slip corrected before this one may have made its bigrams held
         # (or its neighbour another character, whose bigrams were not asked about).
@@ -257,10 +288,76 @@ def corrected(
         # as the user wrote it.
         low = min(at, sides[0])
         fixes[text[low : low + 2]] = "".join(chars[low : low + 2])
-    if not fixes:
-        return text, {}
-    out = list(text)
-    for i, (was, now) in enumerate(zip(folded, chars, strict=True)):
-        if was != now:
-            out[i] = now
-    return "".join(out), fixes
+
+
+def _correct_pairs(
+    text: str,
+    folded: str,
+    chars: list[str],
+    runs: Sequence[tuple[int, str]],
+    slips: Sequence[tuple[int, list[int]]],
+    present: set[str],
+    held: Callable[[Sequence[str]], Iterable[str]],
+    fixes: dict[str, str],
+) -> None:
+    """Replace two slips side by side (``章维`` for ``张伟``) that no single replacement
+    fixes: each one's homophone fits only the other's, never asked about.
+
+    A pair is replaced by two homophones whose bigram the store holds and that fit the
+    pair's outer neighbours (those that count as for one slip: a particle does not).
+    The store is asked twice more at most: the outer bigrams, then the pairs left, at
+    most MAX_PAIRS of them in the whole query (a pair with no outer neighbour to narrow
+    it, a name standing alone, is all its homophones' combinations).
+    """
+    places = {at for at, _ in slips}
+    pairs: list[tuple[int, list[int]]] = []
+    for start, run in runs:
+        end = start + len(run)
+        for at in range(start, end - 1):
+            if (
+                at in places
+                and at + 1 in places
+                and chars[at] == folded[at]
+                and chars[at + 1] == folded[at + 1]
+            ):
+                outer = [n for n in (at - 1, at + 2) if start <= n < end]
+                pairs.append((at, [n for n in outer if chars[n] not in PARTICLES]))
+    if not pairs:
+        return
+
+    def fits(at: int, near: int, option: str) -> str:
+        # The bigram of the pair's character next to ``near``, replaced by ``option``.
+        return _pair(chars, at if near < at else at + 1, near, option)
+
+    outer_asked = {
+        fits(at, n, o): None
+        for at, outer in pairs
+        for n in outer
+        for o in sounds_alike(folded[at if n < at else at + 1])
+    }
+    unknown = [b for b in outer_asked if b not in present]
+    if unknown:
+        present |= set(held(unknown))
+    options: list[tuple[int, list[str], list[str]]] = []
+    for at, outer in pairs:
+        sides = [
+            [
+                o
+                for o in sounds_alike(folded[at + i])
+                if all(fits(at, n, o) in present for n in outer if (n > at) == bool(i))
+            ]
+            for i in (0, 1)
+        ]
+        options.append((at, sides[0], sides[1]))
+    asked = {x + y: None for _, xs, ys in options for x in xs for y in ys}
+    if not asked or len(asked) > MAX_PAIRS:
+        return
+    present |= set(held(list(asked)))
+    for at, xs, ys in options:
+        if chars[at] != folded[at] or chars[at + 1] != folded[at + 1]:
+            continue  # a pair overlapping one corrected just before
+        best = next(((x, y) for x in xs for y in ys if x + y in present), None)
+        if best is None:
+            continue
+        chars[at], chars[at + 1] = best
+        fixes[text[at : at + 2]] = "".join(best)
