@@ -131,6 +131,16 @@ def test_too_many_unknown_characters_are_a_new_topic() -> None:
     assert len(held.asked) == 1
 
 
+def test_japanese_text_is_searched_as_written() -> None:
+    # Kana say the query is Japanese: its kanji are not typed by Mandarin readings.
+    held = held_of("张伟")
+    assert corrected("章伟さんの話", held) == ("章伟さんの話", {})
+    assert corrected("章伟カード", held) == ("章伟カード", {})
+    assert held.asked == []
+    # The middle dot and long-vowel mark of Chinese transliterations are not kana.
+    assert corrected("章伟・史密斯", held_of("张伟")) == ("张伟・史密斯", {"章伟": "张伟"})
+
+
 def test_traditional_characters_keep_their_place() -> None:
     text, fixes = corrected("問章偉的事", held_of("问张", "张伟", "伟的", "的事"))
     # Folded to look up, written as typed but for the corrected character.

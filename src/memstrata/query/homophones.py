@@ -47,6 +47,7 @@ import functools
 import importlib.util
 import json
 import logging
+import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -173,12 +174,21 @@ def _runs(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group()) for m in CJK_RUN.finditer(text) if len(m.group()) >= 2]
 
 
+# Hiragana and katakana letters (not the middle dot or the long-vowel mark, which
+# Chinese text borrows for foreign names): a query holding one is Japanese, whose kanji
+# are not typed by Mandarin readings.
+_KANA = re.compile("[\u3041-\u3096\u30a1-\u30fa\u31f0-\u31ff\uff66-\uff9d]")
+
+
 def may_hold_slips(text: str | None) -> bool:
     """Whether ``text`` could hold a slip (a run of two CJK characters or more, within
-    :data:`MAX_BIGRAMS`, in at most :data:`MAX_CHARS`): a check without the store,
-    before asking it, whose work stops at the first bigram past the bound (folding
-    keeps a character CJK or not, so the text is read as written)."""
+    :data:`MAX_BIGRAMS`, in at most :data:`MAX_CHARS`, and no kana: Japanese is typed by
+    other readings): a check without the store, before asking it, whose work stops at
+    the first bigram past the bound (folding keeps a character CJK or not, so the text
+    is read as written)."""
     if not isinstance(text, str) or len(text) > MAX_CHARS or text.isascii():
+        return False
+    if _KANA.search(text):
         return False
     bigrams = 0
     for run in CJK_RUN.finditer(text):
