@@ -240,8 +240,12 @@ def sessions_search(
         memstrata sessions search '"exact phrase"' --role user --json
     """
     with open_store() as store:
+        # What the search reads for a misspelt word (memstrata.query.spelling), said once:
+        # corrected first, so the search's own correction finds nothing left to correct
+        # (one lookup, where correcting the query twice asked the store twice as much).
+        searched, corrected = (query, {}) if as_json else store.respell(query)
         hits = store.search_messages(
-            query,
+            searched,
             role_filter=list(roles) or None,
             source_filter=list(sources) or None,
             since=_time(since, "since"),
@@ -253,8 +257,6 @@ def sessions_search(
             include_tool_traffic=include_tool_traffic,
         )
         short = {} if as_json else shown_ids(store, {h["session_id"] for h in hits})
-        # What the search read for a misspelt word (memstrata.query.spelling), said once.
-        corrected = {} if as_json else store.respell(query)[1]
     if as_json:
         echo_json(hits)
         return
