@@ -79,9 +79,10 @@ MAX_SLIPS = 6
 # The most pairs of homophones asked about for the query's slips side by side (see
 # _correct_pairs): two readings of 15-50 common characters each make 200-2,500. On
 # synthetic double slips of MADial-Bench's memories (benchmarks/homophones.py), 300
-# restored 74 of 163, 800 restored 90 and 3,000 92, at a p95 of 5, 10 and 17 ms of
-# correction on SQLite.
-MAX_PAIRS = 800
+# restored 74 of 163, 500 85, 800 90 and 3,000 92, at a p95 of 5, 8, 10 and 17 ms of
+# correction on SQLite; on PostgreSQL (100k messages beside nine tenants) asking about
+# 480 pairs (章维: 15 x 32) took 13 ms, so 500 keeps a common name standing alone.
+MAX_PAIRS = 500
 # Particles end or join words whatever the word: the bigram of a character with one
 # (剧吗, 制的) says nothing of the character. (A pronoun or 和 before a word does say
 # something: with them counted, real words a small store lacked, 只想 after 我 and 实物
