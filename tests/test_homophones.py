@@ -89,6 +89,9 @@ def test_two_slips_side_by_side_are_replaced_together() -> None:
     assert corrected("问章维", held_of("张伟")) == ("问章维", {})
     assert corrected("问章维", held_of("问张", "张伟")) == ("问张伟", {"章维": "张伟"})
     assert corrected("章维的事", held_of("张伟")) == ("张伟的事", {"章维": "张伟"})
+    # With no outer neighbour that counts, only where it starts its run: after a
+    # particle, a pair the store never held is more often a word it has not seen.
+    assert corrected("为什么章维的事", held_of("张伟", "为什", "什么")) == ("为什么章维的事", {})
     assert corrected("数剧酷迁移", held_of("数据", "据库", "库迁", "迁移")) == (
         "数据库迁移",
         {"剧酷": "据库"},

@@ -315,7 +315,10 @@ def _correct_pairs(
     fixes: each one's homophone fits only the other's, never asked about.
 
     A pair is replaced by two homophones whose bigram the store holds and that fit the
-    pair's outer neighbours (those that count as for one slip: a particle does not).
+    pair's outer neighbours (those that count as for one slip: a particle does not). A
+    pair with no such neighbour is read only where a name or term starts its run of
+    Chinese (``章维`` alone, ``章维的电话``): after a particle (``为什么受伤的``) its one
+    bigram of evidence is a common word the store has not seen as often as a slip.
     The store is asked twice more at most: the outer bigrams, then the pairs left, at
     most MAX_PAIRS of them in the whole query (a pair with no outer neighbour to narrow
     it, a name standing alone, is all its homophones' combinations).
@@ -332,7 +335,9 @@ def _correct_pairs(
                 and chars[at + 1] == folded[at + 1]
             ):
                 outer = [n for n in (at - 1, at + 2) if start <= n < end]
-                pairs.append((at, [n for n in outer if chars[n] not in PARTICLES]))
+                kept = [n for n in outer if chars[n] not in PARTICLES]
+                if kept or at == start:
+                    pairs.append((at, kept))
     if not pairs:
         return
 
