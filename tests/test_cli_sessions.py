@@ -6,6 +6,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -112,6 +113,32 @@ def test_search_lists_message_hits(seeded: Path) -> None:
     assert json.loads(out) == []
     result = CliRunner().invoke(cli, ["sessions", "search", "x", "--since", "yesterday-ish"])
     assert result.exit_code == 2 and "--since" in result.output
+
+
+def test_search_corrects_a_typo_once(seeded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sessions search` corrects the query once, then searches the corrected text (it
+    searched the typo, the search correcting it, and corrected it again to print it)."""
+    import memstrata.store.base as base
+    import memstrata.store.rank as rank
+
+    with SessionStore() as store:
+        store.append_message("20250101_bbbb", "user", "visit the temples and gardens")
+    asked: list[str | None] = []
+
+    def counting(real: Any) -> Any:
+        def respell(query: str | None, held: Any) -> Any:
+            asked.append(query)
+            return real(query, held)
+
+        return respell
+
+    monkeypatch.setattr(base, "respell", counting(base.respell))
+    monkeypatch.setattr(rank, "respell", counting(rank.respell))
+    result = CliRunner().invoke(cli, ["sessions", "search", "gardnes"])
+    assert result.exit_code == 0, result.output
+    assert "gardens" in result.stdout
+    assert "Searched 'gardens' for 'gardnes'" in result.stderr
+    assert asked.count("gardnes") == 1 and asked[-1] == "gardens"
 
 
 def test_export_writes_the_conversation(seeded: Path, tmp_path: Path) -> None:
