@@ -223,8 +223,18 @@ def corrected(
         return text, {}
     folded = fold(text)
     runs = _runs(folded)
-    bigrams = list(dict.fromkeys(r[i : i + 2] for _, r in runs for i in range(len(r) - 1)))
-    present = set(held(bigrams))
+    present: set[str] = set()
+    asked: set[str] = set()
+
+    def ask(words: Iterable[str]) -> None:
+        # The store asked only about bigrams it was not asked about before (the pairs'
+        # outer bigrams include one side's first-neighbour bigrams), and never about none.
+        new = [w for w in dict.fromkeys(words) if w not in asked]
+        if new:
+            asked.update(new)
+            present.update(held(new))
+
+    ask(r[i : i + 2] for _, r in runs for i in range(len(r) - 1))
     # The candidates: each one's place and the neighbours its replacement must fit.
     slips: list[tuple[int, list[int]]] = []
     for start, run in runs:
@@ -242,25 +252,18 @@ def corrected(
         return text, {}
     # The bigrams each replacement makes with its first neighbour, then, for those the
     # store holds, with its second (a few, where asking both at once was hundreds).
-    first = {
-        _pair(folded, at, sides[0], o): None
-        for at, sides in slips
-        for o in sounds_alike(folded[at])
-    }
-    present |= set(held(list(first)))
-    second = {
-        _pair(folded, at, sides[1], o): None
+    ask(_pair(folded, at, sides[0], o) for at, sides in slips for o in sounds_alike(folded[at]))
+    ask(
+        _pair(folded, at, sides[1], o)
         for at, sides in slips
         if len(sides) > 1
         for o in sounds_alike(folded[at])
         if _pair(folded, at, sides[0], o) in present
-    }
-    if second:
-        present |= set(held(list(second)))
+    )
     chars = list(folded)
     fixes: dict[str, str] = {}
     _correct_singles(text, folded, chars, slips, present, fixes)
-    _correct_pairs(text, folded, chars, runs, slips, present, held, fixes)
+    _correct_pairs(text, folded, chars, runs, slips, present, ask, fixes)
     if not fixes:
         return text, {}
     out = list(text)
@@ -308,7 +311,7 @@ def _correct_pairs(
     runs: Sequence[tuple[int, str]],
     slips: Sequence[tuple[int, list[int]]],
     present: set[str],
-    held: Callable[[Sequence[str]], Iterable[str]],
+    ask: Callable[[Iterable[str]], None],
     fixes: dict[str, str],
 ) -> None:
     """Replace two slips side by side (``章维`` for ``张伟``) that no single replacement
@@ -345,15 +348,12 @@ def _correct_pairs(
         # The bigram of the pair's character next to ``near``, replaced by ``option``.
         return _pair(chars, at if near < at else at + 1, near, option)
 
-    outer_asked = {
-        fits(at, n, o): None
+    ask(
+        fits(at, n, o)
         for at, outer in pairs
         for n in outer
         for o in sounds_alike(folded[at if n < at else at + 1])
-    }
-    unknown = [b for b in outer_asked if b not in present]
-    if unknown:
-        present |= set(held(unknown))
+    )
     options: list[tuple[int, list[str], list[str]]] = []
     for at, outer in pairs:
         sides = [
@@ -365,10 +365,10 @@ def _correct_pairs(
             for i in (0, 1)
         ]
         options.append((at, sides[0], sides[1]))
-    asked = {x + y: None for _, xs, ys in options for x in xs for y in ys}
-    if not asked or len(asked) > MAX_PAIRS:
+    combined = {x + y: None for _, xs, ys in options for x in xs for y in ys}
+    if len(combined) > MAX_PAIRS:
         return
-    present |= set(held(list(asked)))
+    ask(combined)
     for at, xs, ys in options:
         if chars[at] != folded[at] or chars[at + 1] != folded[at + 1]:
             continue  # a pair overlapping one corrected just before
